@@ -1,0 +1,41 @@
+/* core/config.h — model configuration (HF LlamaConfig names), presets and HF config.json loading.
+ * Not the training options (bench/train.c) and not the sweep spec (bench/sweep.c). */
+#ifndef MESHSWEEP_CONFIG_H
+#define MESHSWEEP_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct model_config {
+    char name[64];                 /* preset name or the config file's path basename */
+    int vocab_size;                /* V */
+    int hidden_size;               /* d */
+    int intermediate_size;         /* f */
+    int num_hidden_layers;         /* L */
+    int num_attention_heads;       /* H */
+    int num_key_value_heads;       /* KV (default H) */
+    double rms_norm_eps;           /* 1e-5 */
+    double rope_theta;             /* 10000 */
+    int max_position_embeddings;
+    int tie_word_embeddings;       /* must be 0: meshsweep trains untied embeddings (rejected otherwise) */
+    double initializer_range;      /* 0.02 */
+} model_config;
+
+/* Resolve a preset name (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or a path to an HF
+ * config.json. On error writes one line into err (no trailing newline) and returns -1. */
+int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen);
+/* Check internal consistency (positive sizes, d mod H, H mod KV, even head dim, ...). */
+int config_validate(const model_config *c, char *err, size_t errlen);
+/* Names of the presets, NULL-terminated. */
+extern const char *const config_presets[];
+/* Parameter counts of the full (unsharded) model: total and embedding (embed_tokens only). */
+int64_t config_num_params(const model_config *c);
+int64_t config_num_embedding_params(const model_config *c);
+
+/* Parse a memory size: "96MiB", "80GB", "80GiB", "512KiB", "1.5GiB", "1000" (bytes). Suffixes:
+ * B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB (powers of 1024). Case-sensitive as written.
+ * Returns 0 and *out on success, -1 on anything else (empty, negative, garbage, overflow). */
+int parse_size(const char *s, uint64_t *out);
+/* Strict integer / double parsing of a whole string; -1 on error. */
+int parse_int(const char *s, long long lo, long long hi, long long *out);
+int parse_double(const char *s, double *out);
+#endif

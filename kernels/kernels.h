@@ -1,0 +1,99 @@
+/* kernels/kernels.h — the mathematics of meshsweep behind one interface.
+ *
+ * Every op the model needs, forward and backward, as a table of function pointers (`ops_t`),
+ * so the model is written once and runs on:
+ *   ops_cpu   fp32 reference kernels (kernels/cpu/*.c, GEMM through OpenBLAS cblas_sgemm)
+ *   ops_cuda  CUDA kernels + cuBLAS (kernels/cuda/*.cu; only when built with nvcc)
+ *   ops_null  does nothing: `--plan` runs the engine's allocation sequence through it
+ * This file holds no parallelism: collectives live in core/comm, their use in core/tp and core/fsdp.
+ *
+ * Conventions (as llm.c): outputs first, then inputs and saved state, then dimensions.
+ * Activations are row-major [N, C] with N = B*T tokens, b-major (token n = b*T + t).
+ * Linear weights are HF-shaped [out, in]. Backward kernels ACCUMULATE (+=) into every gradient
+ * they are given (activation and weight gradients alike); a NULL gradient pointer is skipped.
+ * Kernels never allocate: temporaries come in as `ws` arguments sized by the *_ws_floats helpers.
+ * Pointers are device pointers of the backend (host memory for cpu).
+ */
+#ifndef MESHSWEEP_KERNELS_H
+#define MESHSWEEP_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ops {
+    const char *name;
+    /* out[N,Cout] = in[N,Cin] · w[Cout,Cin]ᵀ ; accumulate != 0 adds to out instead of overwriting */
+    void (*matmul_forward)(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate);
+    /* din[N,Cin] += dout·w ; dw[Cout,Cin] += doutᵀ·in */
+    void (*matmul_backward)(float *din, float *dw, const float *dout, const float *in, const float *w,
+                            int N, int Cin, int Cout);
+    /* vocab-parallel: out[n,:] = table[tok[n]-v_start,:] when v_start <= tok[n] < v_start+v_count, else 0 */
+    void (*embedding_forward)(float *out, const int32_t *tok, const float *table, int N, int C, int v_start, int v_count);
+    /* dtable[tok[n]-v_start,:] += dout[n,:] for owned tokens */
+    void (*embedding_backward)(float *dtable, const float *dout, const int32_t *tok, int N, int C, int v_start, int v_count);
+    /* out = x / sqrt(mean(x²)+eps) ⊙ w ; rstd[N] saved */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+    /* dx += ..., dw += ... */
+    void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                             int N, int C);
+    /* HF rotate_half RoPE over x[B,T,nh*hd] at positions 0..T-1: out = x·cos + rotate_half(x)·sin.
+       out may equal x (in place). Assigns (does not accumulate). */
+    void (*rope_forward)(float *out, const float *x, int B, int T, int nh, int hd, float theta);
+    /* din = Rᵀ·dout (the transpose rotation); din may equal dout. Assigns. */
+    void (*rope_backward)(float *din, const float *dout, int B, int T, int nh, int hd, float theta);
+    /* causal softmax attention with GQA: q[B,T,H*hd], k,v[B,T,KV*hd] -> out[B,T,H*hd], scale 1/sqrt(hd),
+       query head j uses kv head j/(H/KV). lse[B,H,T] (log-sum-exp of scaled scores) is saved for backward;
+       no [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats. */
+    void (*attention_forward)(float *out, float *lse, float *ws, const float *q, const float *k, const float *v,
+                              int B, int T, int H, int KV, int hd);
+    void (*attention_backward)(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
+                               const float *lse, const float *q, const float *k, const float *v,
+                               int B, int T, int H, int KV, int hd);
+    /* out = silu(gate) ⊙ up, all [n] */
+    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
+    /* Vocab-parallel cross-entropy pieces over local logits[N,Vloc] holding global vocab columns
+       [v_start, v_start+Vloc); only the first v_valid local columns are real (the rest is padding, masked).
+       The TP group combines them: max (MAX), sumexp rescaled to the global max (SUM), target logit (SUM). */
+    void (*ce_rowmax)(float *mx, const float *logits, int N, int Vloc, int v_valid);
+    /* se[n] = sum_j exp(logits[n,j] - mx[n]) over valid columns (mx is the GLOBAL max) */
+    void (*ce_sumexp)(float *se, const float *logits, const float *mx, int N, int Vloc, int v_valid);
+    /* tl[n] = logits[n, tgt[n]-v_start] if owned, else 0 */
+    void (*ce_target)(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc, int v_start);
+    /* loss[n] = log(se[n]) + mx[n] - tl[n] (global values) ; returns nothing, writes loss[N] */
+    void (*ce_loss)(float *loss, const float *mx, const float *se, const float *tl, int N);
+    /* dlogits[n,j] = scale * (exp(logits[n,j]-mx[n])/se[n] - [v_start+j == tgt[n]]) for valid j, 0 for padding.
+       ASSIGNS (dlogits may alias logits). */
+    void (*ce_backward)(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
+                        float scale, int N, int Vloc, int v_start, int v_valid);
+    /* AdamW (PyTorch semantics) over a flat slice: p -= lr*wd*p; m,v update; p -= lr/bc1 * m/(sqrt(v)/sqrt(bc2)+eps)
+       with bc1 = 1-beta1^t, bc2 = 1-beta2^t. */
+    void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, float bc1, float bc2);
+    /* small helpers */
+    void (*add_inplace)(float *y, const float *x, size_t n);          /* y += x */
+    void (*scale_inplace)(float *y, float s, size_t n);               /* y *= s */
+    double (*sumsq)(const float *x, size_t n);                        /* sum x² (double accumulation) */
+    void (*zero)(void *dst, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);           /* device to device */
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*from_host)(void *dst, const void *host_src, size_t bytes);
+    /* device memory (the tracked allocator in core/mem calls these; NULL for ops_null) */
+    void *(*dev_alloc)(size_t bytes);
+    void (*dev_free)(void *p);
+    void (*synchronize)(void);
+} ops_t;
+
+/* floats of workspace attention_forward/backward need for sequence length T */
+static inline size_t attention_ws_floats(int T) { return 2u * (size_t)T * (size_t)T; }
+
+extern const ops_t ops_cpu;
+extern const ops_t ops_null;
+#ifdef MESHSWEEP_CUDA
+extern const ops_t ops_cuda;
+#endif
+
+/* cpu: set BLAS to one thread (one per rank) and measure the single-thread SGEMM rate (GFLOP/s) */
+void cpu_blas_init(void);
+double cpu_sgemm_gflops(int n, double seconds);
+
+#endif
