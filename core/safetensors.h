@@ -2,7 +2,7 @@
  * Reading validates the whole header before any tensor is used: JSON syntax, every entry's dtype,
  * shape, data_offsets (in bounds, begin <= end, size = numel*dtype size, no overlap between tensors,
  * no gap requirement), the header length against the file size, UTF-8 names, duplicate names.
- * The reader only maps what is asked: st_read_rows() reads a row range of a 1-D/2-D tensor and
+ * The reader only maps what is asked: st_read_f32() reads an element range of a tensor and
  * converts it to fp32, so each rank reads only its slice. */
 #ifndef MESHSWEEP_SAFETENSORS_H
 #define MESHSWEEP_SAFETENSORS_H

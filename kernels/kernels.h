@@ -2,8 +2,8 @@
  *
  * Every op the model needs, forward and backward, as a table of function pointers (`ops_t`),
  * so the model is written once and runs on:
- *   ops_cpu   fp32 reference kernels (kernels/cpu/*.c, GEMM through OpenBLAS cblas_sgemm)
- *   ops_cuda  CUDA kernels + cuBLAS (kernels/cuda/*.cu; only when built with nvcc)
+ *   ops_cpu   fp32 reference kernels (kernels/cpu/, GEMM through OpenBLAS cblas_sgemm)
+ *   ops_cuda  CUDA kernels + cuBLAS (kernels/cuda/; only when built with nvcc)
  *   ops_null  does nothing: `--plan` runs the engine's allocation sequence through it
  * This file holds no parallelism: collectives live in core/comm, their use in core/tp and core/fsdp.
  *

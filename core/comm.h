@@ -1,0 +1,52 @@
+/* core/comm.h — the collectives meshsweep uses, behind one small interface (design 5).
+ * A comm_group is one communicator (the TP group or the DP group of this rank). Implementations:
+ * MPI (here), NCCL (with the CUDA backend), and null (for --plan: sizes and ranks only, no data moves).
+ * Every call is counted per kind (calls, bytes, wall ms) for the run record. Buffers are floats of
+ * the compute backend. Which parallel dimension uses what is decided in core/tp.c and core/fsdp.c. */
+#ifndef MESHSWEEP_COMM_H
+#define MESHSWEEP_COMM_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_NKIND } comm_kind;
+extern const char *const comm_kind_names[COMM_NKIND];
+
+typedef struct comm_stats { uint64_t calls[COMM_NKIND], bytes[COMM_NKIND]; double ms[COMM_NKIND]; } comm_stats;
+
+/* How a reduce-scatter is carried out over MPI (measured by build/commbench): an in-place
+ * MPI_Allreduce of the whole buffer followed by a copy of the owned part, or MPI_Reduce_scatter_block. */
+typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1 } comm_rs_algo;
+
+typedef struct comm_group {
+    int size, rank;
+    int null;                 /* plan mode: no data moves */
+    void *mpi;                /* MPI_Comm* */
+} comm_group;
+
+typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; } comm_req;
+
+/* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
+int comm_mpi_groups(comm_group *tp_group, comm_group *dp_group, int tp);
+void comm_null_group(comm_group *g, int size, int rank);
+/* MPI_COMM_WORLD as a group */
+void comm_mpi_world(comm_group *g);
+void comm_set_rs_algo(comm_rs_algo a);
+comm_rs_algo comm_get_rs_algo(void);
+
+void comm_all_reduce_sum(comm_group *g, float *buf, size_t n);
+void comm_all_reduce_max(comm_group *g, float *buf, size_t n);
+void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n);
+/* recv[size*n] <- every rank's send[n], in rank order; send may point into recv at rank*n (in place) */
+void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n);
+/* buf[size*n] summed over the group; this rank's part (rank*n .. +n) lands in recv[n].
+ * buf is clobbered. */
+void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n);
+void comm_broadcast(comm_group *g, float *buf, size_t n, int root);
+/* non-blocking all-gather (FSDP prefetch); comm_wait completes it (and counts its time) */
+void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n);
+void comm_wait(comm_req *r);
+
+const comm_stats *comm_get_stats(void);
+void comm_reset_stats(void);
+double comm_now_ms(void);
+#endif

@@ -1,0 +1,43 @@
+/* core/mem.h — the one allocator for every engine buffer on the compute device (design 6).
+ * Each allocation is tagged with a category; current and peak bytes are tracked per category and
+ * for the total (the peak of the sum, not the sum of peaks). In plan mode nothing is allocated:
+ * mem_alloc returns distinct fake addresses that are never dereferenced (the model runs through
+ * ops_null), so `--plan` replays the exact allocation sequence of a real step.
+ * Not here: host-side buffers of the data loader and checkpoint I/O (they never touch the device). */
+#ifndef MESHSWEEP_MEM_H
+#define MESHSWEEP_MEM_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/kernels.h"
+
+typedef enum {
+    MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_GATHERED, MEM_ACTIVATIONS, MEM_WORKSPACE, MEM_COMM, MEM_NCAT
+} mem_cat;
+extern const char *const mem_cat_names[MEM_NCAT];
+
+typedef struct mem_stats {
+    uint64_t cur[MEM_NCAT], peak[MEM_NCAT];
+    uint64_t total_cur, total_peak;
+    uint64_t budget;               /* 0 = none */
+    /* the first allocation that would have passed the budget (over_budget != 0) */
+    int over_budget;
+    mem_cat oom_cat;
+    uint64_t oom_bytes, oom_in_use, oom_peak_before;
+} mem_stats;
+
+/* plan != 0: track only. budget 0 = unlimited. ops supplies dev_alloc/dev_free in real mode. */
+void mem_init(const ops_t *ops, int plan, uint64_t budget);
+/* Real mode: exceeding the budget is fatal (mem_set_oom_handler decides how; default: message, exit 3).
+ * Plan mode: records the first over-budget allocation in the stats and goes on counting. */
+void *mem_alloc(mem_cat c, size_t bytes);
+void *mem_calloc(mem_cat c, size_t bytes);
+void mem_free(void *p);
+const mem_stats *mem_get_stats(void);
+void mem_reset_peaks(void);
+/* Release every live allocation (end of a plan) and clear the statistics. */
+void mem_shutdown(void);
+typedef void (*mem_oom_handler)(const mem_stats *s);
+void mem_set_oom_handler(mem_oom_handler h);
+/* "12.3 MiB" */
+void mem_format(char *buf, size_t len, uint64_t bytes);
+#endif

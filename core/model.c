@@ -1,0 +1,368 @@
+/* core/model.c — Llama forward and backward composed from kernels, core/tp and core/fsdp.
+ * Buffer lifetimes (category):
+ *   activations  saved for backward: per layer x, rstd1, h1, q, k, v, ao, lse, xmid, rstd2, h2, gate, up;
+ *                the final norm's xL, rstdf, hf; the step's tokens. With checkpointing only x is kept
+ *                and the rest is recomputed in backward.
+ *   workspace    temporaries: norm outputs before the SP gather, row-parallel partial sums, the attention
+ *                scratch, the SwiGLU output, logits chunks and CE statistics, every backward gradient
+ *                of an activation.
+ * Shapes: Nt = B*T rows (full sequence), Ns = B*T/tp rows (sequence shard with SP, else Nt). */
+#include "core/model.h"
+#include "core/init.h"
+#include "core/mem.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { S_IN, S_Q, S_K, S_V, S_O, S_POST, S_GATE, S_UP, S_DOWN };   /* layer unit segments */
+enum { R_EMB, R_NORM, R_HEAD };                                      /* root unit segments */
+
+#define ACT(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * M->o.abytes)
+#define ACT32(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * sizeof(float))
+#define WS(n) mem_alloc(MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
+#define WSZ(n) mem_calloc(MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
+#define WS32(n) mem_alloc(MEM_WORKSPACE, (size_t)(n) * sizeof(float))
+
+static void add_layer_unit(model_t *M, fsdp_unit *u, int i) {
+    const model_config *c = &M->cfg;
+    int d = c->hidden_size, hd = M->hd, t = M->mesh.tp_rank;
+    int H = c->num_attention_heads, KV = c->num_key_value_heads, f = c->intermediate_size;
+    const tp_shape *s = &M->sh;
+    char n[96];
+#define NAME(fmt) (snprintf(n, sizeof n, "model.layers.%d." fmt, i), n)
+    snprintf(u->name, sizeof u->name, "layer%d", i);
+    fsdp_add_seg(u, NAME("input_layernorm.weight"), 1, d, SPLIT_NONE, 1, d, 0, 0, 1, 0, 1, 1);
+    fsdp_add_seg(u, NAME("self_attn.q_proj.weight"), (int64_t)s->Hl * hd, d, SPLIT_ROWS, (int64_t)H * hd, d,
+                 (int64_t)t * s->Hl * hd, 0, (int64_t)s->Hl * hd, 1, 0, 2);
+    fsdp_add_seg(u, NAME("self_attn.k_proj.weight"), (int64_t)s->KVl * hd, d, SPLIT_ROWS, (int64_t)KV * hd, d,
+                 (int64_t)t * s->KVl * hd, 0, (int64_t)s->KVl * hd, 1, 0, 2);
+    fsdp_add_seg(u, NAME("self_attn.v_proj.weight"), (int64_t)s->KVl * hd, d, SPLIT_ROWS, (int64_t)KV * hd, d,
+                 (int64_t)t * s->KVl * hd, 0, (int64_t)s->KVl * hd, 1, 0, 2);
+    fsdp_add_seg(u, NAME("self_attn.o_proj.weight"), d, (int64_t)s->Hl * hd, SPLIT_COLS, d, (int64_t)H * hd,
+                 0, (int64_t)t * s->Hl * hd, d, 1, 0, 2);
+    fsdp_add_seg(u, NAME("post_attention_layernorm.weight"), 1, d, SPLIT_NONE, 1, d, 0, 0, 1, 0, 1, 1);
+    fsdp_add_seg(u, NAME("mlp.gate_proj.weight"), s->fl, d, SPLIT_ROWS, f, d, (int64_t)t * s->fl, 0, s->fl, 1, 0, 2);
+    fsdp_add_seg(u, NAME("mlp.up_proj.weight"), s->fl, d, SPLIT_ROWS, f, d, (int64_t)t * s->fl, 0, s->fl, 1, 0, 2);
+    fsdp_add_seg(u, NAME("mlp.down_proj.weight"), d, s->fl, SPLIT_COLS, d, f, 0, (int64_t)t * s->fl, d, 1, 0, 2);
+#undef NAME
+}
+
+static void add_root_unit(model_t *M, fsdp_unit *u) {
+    const tp_shape *s = &M->sh;
+    int d = M->d, V = M->cfg.vocab_size;
+    snprintf(u->name, sizeof u->name, "root");
+    fsdp_add_seg(u, "model.embed_tokens.weight", s->Vl, d, SPLIT_ROWS, V, d, s->v_start, 0, s->v_valid, 1, 0, 2);
+    fsdp_add_seg(u, "model.norm.weight", 1, d, SPLIT_NONE, 1, d, 0, 0, 1, 0, 1, 1);
+    fsdp_add_seg(u, "lm_head.weight", s->Vl, d, SPLIT_ROWS, V, d, s->v_start, 0, s->v_valid, 1, 0, 2);
+}
+
+int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tpg, comm_group *dpg,
+               const ops_t *ops, const model_opts *o, char *err, size_t errlen) {
+    memset(M, 0, sizeof *M);
+    M->cfg = *cfg; M->mesh = *mesh; M->ops = ops; M->o = *o;
+    if (tp_shape_of(&M->sh, cfg, mesh->tp, mesh->tp_rank, err, errlen)) return -1;
+    int sp = o->sequence_parallel && mesh->tp > 1;
+    if (sp && o->T % mesh->tp) {
+        snprintf(err, errlen, "--seq-len %d is not divisible by --tp %d (required with sequence parallel; "
+                 "use --no-sequence-parallel)", o->T, mesh->tp);
+        return -1;
+    }
+    M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
+    tp_init(&M->tp, tpg, ops, sp, o->B, o->T);
+    M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
+    M->units = calloc((size_t)M->L + 1, sizeof *M->units);
+    M->acts = calloc((size_t)M->L, sizeof *M->acts);
+    M->loss_host = calloc((size_t)M->Nt, sizeof(float));
+    if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
+    for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
+    add_root_unit(M, &M->units[M->L]);
+    M->fsdp = (fsdp_t){.n = M->L + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch};
+    fsdp_alloc_state(&M->fsdp);
+    return 0;
+}
+
+void model_free(model_t *M) {
+    if (M->units) fsdp_free_state(&M->fsdp);
+    free(M->units); free(M->acts); free(M->loss_host);
+    M->units = NULL; M->acts = NULL; M->loss_host = NULL;
+}
+
+typedef struct { uint64_t seed; double std; } init_ctx;
+static void fill_init(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, float *dst) {
+    const init_ctx *c = ctx;
+    uint64_t h = init_name_hash(s->name);
+    for (int64_t e = first; e < first + count; e++) {
+        int64_t r = e / s->cols, col = e % s->cols;
+        if (s->ndim == 1) { dst[e - first] = 1.0f; continue; }
+        if (r >= s->valid_rows) { dst[e - first] = 0.0f; continue; }
+        uint64_t idx = (uint64_t)((s->row0 + r) * s->full_cols + s->col0 + col);
+        dst[e - first] = (float)(c->std * init_normal(c->seed, h, idx));
+    }
+}
+void model_init_params(model_t *M, uint64_t seed) {
+    init_ctx c = {seed, M->cfg.initializer_range};
+    fsdp_fill_params(&M->fsdp, fill_init, &c);
+}
+
+/* ---------------------------------------------------------------- helpers */
+static float *W(model_t *M, int unit, int seg) { return M->units[unit].full + M->units[unit].seg[seg].off; }
+static float *G(model_t *M, int unit, int seg) { return M->units[unit].full_g + M->units[unit].seg[seg].off; }
+
+/* rmsnorm of the local rows x[Ns,d], then (SP) gathered to out[Nt,d] */
+static void norm_enter(model_t *M, float *out, float *rstd, const float *x, const float *w) {
+    const ops_t *o = M->ops;
+    if (M->tp.sp) {
+        float *n = WS((size_t)M->Ns * M->d);
+        o->rmsnorm_forward(n, rstd, x, w, M->Ns, M->d, (float)M->cfg.rms_norm_eps);
+        tp_enter(&M->tp, out, n, M->d);
+        mem_free(n);
+    } else {
+        o->rmsnorm_forward(out, rstd, x, w, M->Ns, M->d, (float)M->cfg.rms_norm_eps);
+    }
+}
+
+/* dx[Ns,d] += rmsnorm backward of the full-row gradient dfull[Nt,d] (reduced over TP first) */
+static void norm_enter_backward(model_t *M, float *dx, float *dw, float *dfull, const float *x, const float *w,
+                                const float *rstd) {
+    float *dn = dfull;
+    if (M->tp.sp) dn = WS((size_t)M->Ns * M->d);
+    tp_enter_backward(&M->tp, dn, dfull, M->d);
+    M->ops->rmsnorm_backward(dx, dw, dn, x, w, rstd, M->Ns, M->d);
+    if (dn != dfull) mem_free(dn);
+}
+
+/* ---------------------------------------------------------------- layer */
+static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
+    const ops_t *o = M->ops;
+    int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
+    int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
+    float theta = (float)M->cfg.rope_theta;
+    a->rstd1 = ACT32(Ns);
+    a->h1 = ACT((size_t)Nt * d);
+    norm_enter(M, a->h1, a->rstd1, a->x, W(M, i, S_IN));
+    a->q = ACT((size_t)Nt * Hl * hd);
+    a->k = ACT((size_t)Nt * KVl * hd);
+    a->v = ACT((size_t)Nt * KVl * hd);
+    o->matmul_forward(a->q, a->h1, W(M, i, S_Q), Nt, d, Hl * hd, 0);
+    o->matmul_forward(a->k, a->h1, W(M, i, S_K), Nt, d, KVl * hd, 0);
+    o->matmul_forward(a->v, a->h1, W(M, i, S_V), Nt, d, KVl * hd, 0);
+    o->rope_forward(a->q, a->q, B, T, Hl, hd, theta);
+    o->rope_forward(a->k, a->k, B, T, KVl, hd, theta);
+    a->ao = ACT((size_t)Nt * Hl * hd);
+    a->lse = ACT32((size_t)B * Hl * T);
+    float *ws = WS32(attention_ws_floats(T));
+    o->attention_forward(a->ao, a->lse, ws, a->q, a->k, a->v, B, T, Hl, KVl, hd);
+    mem_free(ws);
+    float *part = WS((size_t)Nt * d);
+    o->matmul_forward(part, a->ao, W(M, i, S_O), Nt, Hl * hd, d, 0);
+    a->xmid = ACT((size_t)Ns * d);
+    tp_exit(&M->tp, a->xmid, part, d);
+    mem_free(part);
+    o->add_inplace(a->xmid, a->x, (size_t)Ns * d);
+    a->rstd2 = ACT32(Ns);
+    a->h2 = ACT((size_t)Nt * d);
+    norm_enter(M, a->h2, a->rstd2, a->xmid, W(M, i, S_POST));
+    a->gate = ACT((size_t)Nt * fl);
+    a->up = ACT((size_t)Nt * fl);
+    o->matmul_forward(a->gate, a->h2, W(M, i, S_GATE), Nt, d, fl, 0);
+    o->matmul_forward(a->up, a->h2, W(M, i, S_UP), Nt, d, fl, 0);
+    float *act = WS((size_t)Nt * fl);
+    o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
+    part = WS((size_t)Nt * d);
+    o->matmul_forward(part, act, W(M, i, S_DOWN), Nt, fl, d, 0);
+    mem_free(act);
+    tp_exit(&M->tp, x_out, part, d);
+    mem_free(part);
+    o->add_inplace(x_out, a->xmid, (size_t)Ns * d);
+}
+
+/* free everything a layer saved except its input x */
+static void layer_free_saved(layer_acts *a) {
+    float **p[] = {&a->rstd1, &a->h1, &a->q, &a->k, &a->v, &a->ao, &a->lse, &a->xmid, &a->rstd2, &a->h2,
+                   &a->gate, &a->up};
+    for (size_t k = sizeof p / sizeof p[0]; k-- > 0;) { mem_free(*p[k]); *p[k] = NULL; }
+}
+
+/* dx_out: gradient of the layer output [Ns,d]; returns the gradient of its input [Ns,d] (workspace) */
+static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
+    const ops_t *o = M->ops;
+    int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
+    int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
+    float theta = (float)M->cfg.rope_theta;
+    if (M->o.checkpoint) {
+        float *scratch = WS((size_t)Ns * d);
+        layer_forward(M, i, a, scratch);
+        mem_free(scratch);
+    }
+    /* MLP */
+    float *df = M->tp.sp ? WS((size_t)Nt * d) : dx_out;
+    tp_exit_backward(&M->tp, df, dx_out, d);
+    float *act = WS((size_t)Nt * fl);
+    o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
+    float *dact = WSZ((size_t)Nt * fl);
+    o->matmul_backward(dact, G(M, i, S_DOWN), df, act, W(M, i, S_DOWN), Nt, fl, d);
+    mem_free(act);
+    if (df != dx_out) mem_free(df);
+    float *dgate = WSZ((size_t)Nt * fl), *dup = WSZ((size_t)Nt * fl);
+    o->swiglu_backward(dgate, dup, dact, a->gate, a->up, (size_t)Nt * fl);
+    mem_free(dact);
+    float *dh2 = WSZ((size_t)Nt * d);
+    o->matmul_backward(dh2, G(M, i, S_GATE), dgate, a->h2, W(M, i, S_GATE), Nt, d, fl);
+    o->matmul_backward(dh2, G(M, i, S_UP), dup, a->h2, W(M, i, S_UP), Nt, d, fl);
+    mem_free(dup); mem_free(dgate);
+    float *dxmid = WS((size_t)Ns * d);
+    o->copy(dxmid, dx_out, (size_t)Ns * d * sizeof(float));
+    norm_enter_backward(M, dxmid, G(M, i, S_POST), dh2, a->xmid, W(M, i, S_POST), a->rstd2);
+    mem_free(dh2);
+    /* attention */
+    df = M->tp.sp ? WS((size_t)Nt * d) : dxmid;
+    tp_exit_backward(&M->tp, df, dxmid, d);
+    float *dao = WSZ((size_t)Nt * Hl * hd);
+    o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
+    if (df != dxmid) mem_free(df);
+    float *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
+    float *ws = WS32(attention_ws_floats(T));
+    o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
+    mem_free(ws); mem_free(dao);
+    o->rope_backward(dq, dq, B, T, Hl, hd, theta);
+    o->rope_backward(dk, dk, B, T, KVl, hd, theta);
+    float *dh1 = WSZ((size_t)Nt * d);
+    o->matmul_backward(dh1, G(M, i, S_Q), dq, a->h1, W(M, i, S_Q), Nt, d, Hl * hd);
+    o->matmul_backward(dh1, G(M, i, S_K), dk, a->h1, W(M, i, S_K), Nt, d, KVl * hd);
+    o->matmul_backward(dh1, G(M, i, S_V), dv, a->h1, W(M, i, S_V), Nt, d, KVl * hd);
+    mem_free(dv); mem_free(dk); mem_free(dq);
+    float *dx = WS((size_t)Ns * d);
+    o->copy(dx, dxmid, (size_t)Ns * d * sizeof(float));
+    norm_enter_backward(M, dx, G(M, i, S_IN), dh1, a->x, W(M, i, S_IN), a->rstd1);
+    mem_free(dh1); mem_free(dxmid);
+    tp_norm_grad_sync(&M->tp, G(M, i, S_IN), d);
+    tp_norm_grad_sync(&M->tp, G(M, i, S_POST), d);
+    return dx;
+}
+
+/* ---------------------------------------------------------------- whole model */
+static void embed_forward(model_t *M, float *x0) {
+    int root = M->L, d = M->d;
+    if (M->mesh.tp == 1) {
+        M->ops->embedding_forward(x0, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
+        return;
+    }
+    float *full = WS((size_t)M->Nt * d);
+    M->ops->embedding_forward(full, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
+    tp_exit(&M->tp, x0, full, d);
+    mem_free(full);
+}
+
+static void embed_backward(model_t *M, float *dx0) {
+    int root = M->L, d = M->d;
+    float *df = M->tp.sp ? WS((size_t)M->Nt * d) : dx0;
+    tp_exit_backward(&M->tp, df, dx0, d);
+    M->ops->embedding_backward(G(M, root, R_EMB), df, M->tok, M->Nt, d, M->sh.v_start, M->sh.Vl);
+    if (df != dx0) mem_free(df);
+}
+
+/* logits chunk size: at most 4 Mi floats of logits at a time */
+static int head_chunk_rows(const model_t *M) {
+    int64_t rows = ((int64_t)4 << 20) / (M->sh.Vl > 0 ? M->sh.Vl : 1);
+    if (rows < 1) rows = 1;
+    return rows > M->Nt ? M->Nt : (int)rows;
+}
+
+/* lm_head + vocab-parallel loss over hf[Nt,d]; with dhf != NULL also the lm_head backward. */
+static double head_loss(model_t *M, float *dhf, float scale) {
+    const ops_t *o = M->ops;
+    int root = M->L, d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
+    float *logits = mem_alloc(MEM_WORKSPACE, (size_t)chunk * Vl * sizeof(float));
+    float *stats = WS32(4 * (size_t)chunk);
+    double sum = 0;
+    for (int r0 = 0; r0 < M->Nt; r0 += chunk) {
+        int rows = M->Nt - r0 < chunk ? M->Nt - r0 : chunk;
+        const float *h = M->hf + (size_t)r0 * d;
+        o->matmul_forward(logits, h, W(M, root, R_HEAD), rows, d, Vl, 0);
+        tp_cross_entropy(&M->tp, &M->sh, logits, M->tgt + r0, rows, scale, stats, M->loss_host + r0);
+        for (int r = 0; r < rows; r++) sum += M->loss_host[r0 + r];
+        if (dhf) o->matmul_backward(dhf + (size_t)r0 * d, G(M, root, R_HEAD), logits, h, W(M, root, R_HEAD),
+                                    rows, d, Vl);
+    }
+    mem_free(stats); mem_free(logits);
+    return sum;
+}
+
+static void load_tokens(model_t *M, const int32_t *inputs, const int32_t *targets) {
+    M->tok = mem_alloc(MEM_ACTIVATIONS, (size_t)M->Nt * sizeof(int32_t));
+    M->tgt = mem_alloc(MEM_ACTIVATIONS, (size_t)M->Nt * sizeof(int32_t));
+    M->ops->from_host(M->tok, inputs, (size_t)M->Nt * sizeof(int32_t));
+    M->ops->from_host(M->tgt, targets, (size_t)M->Nt * sizeof(int32_t));
+}
+
+/* forward through the layers; train: keep what backward needs (only x with checkpointing) */
+static void forward_layers(model_t *M, int train) {
+    fsdp_t *F = &M->fsdp;
+    int root = M->L, Ns = M->Ns, d = M->d;
+    fsdp_gather_wait(F, root);
+    if (F->prefetch) fsdp_gather_start(F, 0);
+    float *x = ACT((size_t)Ns * d);
+    embed_forward(M, x);
+    for (int i = 0; i < M->L; i++) {
+        fsdp_gather_wait(F, i);
+        if (F->prefetch && i + 1 < M->L) fsdp_gather_start(F, i + 1);
+        layer_acts *a = &M->acts[i];
+        a->x = x;
+        x = ACT((size_t)Ns * d);
+        layer_forward(M, i, a, x);
+        if (!train || M->o.checkpoint) layer_free_saved(a);
+        if (!train) { mem_free(a->x); a->x = NULL; }
+        fsdp_release(F, i);
+    }
+    M->xL = x;
+    M->rstdf = ACT32(Ns);
+    M->hf = ACT((size_t)M->Nt * d);
+    norm_enter(M, M->hf, M->rstdf, M->xL, W(M, root, R_NORM));
+}
+
+double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *targets, float loss_scale) {
+    fsdp_t *F = &M->fsdp;
+    int root = M->L, Ns = M->Ns, Nt = M->Nt, d = M->d;
+    load_tokens(M, inputs, targets);
+    forward_layers(M, 1);
+    /* backward starts with the loss: prefetch the last layer while the head runs */
+    if (F->prefetch && M->L > 0) fsdp_gather_start(F, M->L - 1);
+    fsdp_grad_begin(F, root);
+    float *dhf = WSZ((size_t)Nt * d);
+    double loss = head_loss(M, dhf, loss_scale);
+    mem_free(M->hf); M->hf = NULL;
+    float *dx = WSZ((size_t)Ns * d);
+    norm_enter_backward(M, dx, G(M, root, R_NORM), dhf, M->xL, W(M, root, R_NORM), M->rstdf);
+    tp_norm_grad_sync(&M->tp, G(M, root, R_NORM), d);
+    mem_free(dhf);
+    mem_free(M->rstdf); mem_free(M->xL); M->rstdf = M->xL = NULL;
+    for (int i = M->L - 1; i >= 0; i--) {
+        fsdp_gather_wait(F, i);
+        if (F->prefetch && i > 0) fsdp_gather_start(F, i - 1);
+        fsdp_grad_begin(F, i);
+        layer_acts *a = &M->acts[i];
+        float *dxi = layer_backward(M, i, a, dx);
+        mem_free(dx);
+        dx = dxi;
+        layer_free_saved(a);
+        mem_free(a->x); a->x = NULL;
+        fsdp_grad_end(F, i);
+        fsdp_release(F, i);
+    }
+    embed_backward(M, dx);
+    mem_free(dx);
+    fsdp_grad_end(F, root);
+    fsdp_release(F, root);
+    mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
+    return loss;
+}
+
+double model_forward_loss(model_t *M, const int32_t *inputs, const int32_t *targets) {
+    load_tokens(M, inputs, targets);
+    forward_layers(M, 0);
+    double loss = head_loss(M, NULL, 0.0f);
+    mem_free(M->hf); mem_free(M->rstdf); mem_free(M->xL); M->hf = M->rstdf = M->xL = NULL;
+    fsdp_release(&M->fsdp, M->L);
+    mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
+    return loss;
+}

@@ -1,0 +1,55 @@
+/* core/model.h — the Llama model (design 4.1) composed from kernels (kernels/), tensor parallelism
+ * (core/tp) and FSDP (core/fsdp). This file holds no collective calls of its own: it says what is
+ * computed in which order, and which buffers live how long (every buffer through core/mem).
+ * One training step = forward, loss (vocab-parallel, chunked, with the lm_head backward fused in),
+ * backward; the optimizer lives in core/optim. */
+#ifndef MESHSWEEP_MODEL_H
+#define MESHSWEEP_MODEL_H
+#include "core/config.h"
+#include "core/fsdp.h"
+#include "core/mesh.h"
+#include "core/tp.h"
+
+typedef struct model_opts {
+    int B, T;                 /* sequences per DP rank, sequence length */
+    int sequence_parallel;    /* effective only when tp > 1 */
+    int prefetch;
+    int checkpoint;           /* activation checkpointing: keep only each layer's input */
+    int abytes;               /* bytes per activation / compute-copy element: 4 (fp32) or 2 (bf16, plan only) */
+} model_opts;
+
+typedef struct layer_acts {
+    float *x, *rstd1, *h1, *q, *k, *v, *ao, *lse, *xmid, *rstd2, *h2, *gate, *up;
+} layer_acts;
+
+typedef struct model {
+    model_config cfg;
+    mesh_t mesh;
+    tp_shape sh;
+    tp_ctx tp;
+    fsdp_t fsdp;
+    fsdp_unit *units;        /* L layers, then the root */
+    const ops_t *ops;
+    model_opts o;
+    int L, d, hd, Nt, Ns;
+    layer_acts *acts;
+    float *xL, *rstdf, *hf;
+    int32_t *tok, *tgt;
+    float *loss_host;        /* [Nt] host */
+} model_t;
+
+/* Builds the TP-local units and allocates parameters, gradients and optimizer state.
+ * -1 with one line in err on an invalid shape (H, KV, f mod tp; T mod tp with SP). */
+int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tp_group,
+               comm_group *dp_group, const ops_t *ops, const model_opts *o, char *err, size_t errlen);
+void model_free(model_t *M);
+/* Initialise the owned parameter slices from the counter-based generator */
+void model_init_params(model_t *M, uint64_t seed);
+
+/* One forward + backward on this rank's batch (host int32 [B*T] each): gradients of
+ * (sum of token losses) * loss_scale land in the owned gradient slices. Returns this rank's sum of
+ * token losses over the tokens it holds (every TP rank of a DP group returns the same value). */
+double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *targets, float loss_scale);
+/* Forward and loss only (evaluation). */
+double model_forward_loss(model_t *M, const int32_t *inputs, const int32_t *targets);
+#endif

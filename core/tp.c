@@ -1,0 +1,89 @@
+/* core/tp.c — tensor-parallel collectives and vocab-parallel cross-entropy (see tp.h).
+ * Sequence-parallel layout: a rank holds, for every sequence b, the positions [rank*Tl, (rank+1)*Tl),
+ * i.e. a [B, Tl, C] block. MPI gathers rank-major ([tp, B, Tl, C]), so for B > 1 the gathered rows
+ * are permuted into [B, T, C] through a staging buffer (category comm). */
+#include "core/tp.h"
+#include "core/mem.h"
+#include <stdio.h>
+
+int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *err, size_t errlen) {
+    int H = c->num_attention_heads, KV = c->num_key_value_heads, f = c->intermediate_size, V = c->vocab_size;
+    if (H % tp) { snprintf(err, errlen, "--tp %d does not divide num_attention_heads %d", tp, H); return -1; }
+    if (KV % tp) { snprintf(err, errlen, "--tp %d does not divide num_key_value_heads %d", tp, KV); return -1; }
+    if (f % tp) { snprintf(err, errlen, "--tp %d does not divide intermediate_size %d", tp, f); return -1; }
+    s->Hl = H / tp; s->KVl = KV / tp; s->fl = f / tp;
+    s->Vp = (V + tp - 1) / tp * tp; s->Vl = s->Vp / tp;
+    s->v_start = tp_rank * s->Vl;
+    int valid = V - s->v_start;
+    s->v_valid = valid < 0 ? 0 : (valid > s->Vl ? s->Vl : valid);
+    return 0;
+}
+
+void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T) {
+    t->g = g; t->ops = ops; t->tp = g->size; t->rank = g->rank;
+    t->sp = sp && g->size > 1;
+    t->B = B; t->T = T; t->Tl = t->sp ? T / g->size : T;
+}
+
+/* [tp, B, Tl, C] (rank-major) <-> [B, T, C] */
+static void permute(tp_ctx *t, float *dst, const float *src, int C, int to_bt) {
+    size_t blk = (size_t)t->Tl * C;
+    for (int r = 0; r < t->tp; r++)
+        for (int b = 0; b < t->B; b++) {
+            size_t rm = ((size_t)r * t->B + b) * blk;          /* rank-major offset */
+            size_t bt = ((size_t)b * t->T + (size_t)r * t->Tl) * C; /* [B,T,C] offset */
+            if (to_bt) t->ops->copy(dst + bt, src + rm, blk * sizeof(float));
+            else t->ops->copy(dst + rm, src + bt, blk * sizeof(float));
+        }
+}
+
+static void sp_gather(tp_ctx *t, float *full, const float *local, int C) {
+    size_t n = (size_t)t->B * t->Tl * C;
+    if (t->B == 1) { comm_all_gather(t->g, full, local, n); return; }
+    float *stage = mem_alloc(MEM_COMM, n * t->tp * sizeof(float));
+    comm_all_gather(t->g, stage, local, n);
+    permute(t, full, stage, C, 1);
+    mem_free(stage);
+}
+
+static void sp_reduce_scatter(tp_ctx *t, float *local, float *full, int C) {
+    size_t n = (size_t)t->B * t->Tl * C;
+    if (t->B == 1) { comm_reduce_scatter(t->g, local, full, n); return; }
+    float *stage = mem_alloc(MEM_COMM, n * t->tp * sizeof(float));
+    permute(t, stage, full, C, 0);
+    comm_reduce_scatter(t->g, local, stage, n);
+    mem_free(stage);
+}
+
+static void copy_if(tp_ctx *t, float *dst, const float *src, int C) {
+    if (dst != src) t->ops->copy(dst, src, (size_t)t->B * t->T * C * sizeof(float));
+}
+
+void tp_enter(tp_ctx *t, float *full, const float *local, int C) {
+    if (t->sp) sp_gather(t, full, local, C); else copy_if(t, full, local, C);
+}
+void tp_exit(tp_ctx *t, float *local, float *full, int C) {
+    if (t->sp) { sp_reduce_scatter(t, local, full, C); return; }
+    comm_all_reduce_sum(t->g, full, (size_t)t->B * t->T * C);
+    copy_if(t, local, full, C);
+}
+void tp_enter_backward(tp_ctx *t, float *dlocal, float *dfull, int C) { tp_exit(t, dlocal, dfull, C); }
+void tp_exit_backward(tp_ctx *t, float *dfull, const float *dlocal, int C) { tp_enter(t, dfull, dlocal, C); }
+
+void tp_norm_grad_sync(tp_ctx *t, float *dw, int C) {
+    if (t->sp) comm_all_reduce_sum(t->g, dw, (size_t)C);
+}
+
+void tp_cross_entropy(tp_ctx *t, const tp_shape *s, float *logits, const int32_t *targets, int rows,
+                      float scale, float *stats, float *loss_host) {
+    const ops_t *o = t->ops;
+    float *mx = stats, *se = stats + rows, *tl = stats + 2 * (size_t)rows, *loss = stats + 3 * (size_t)rows;
+    o->ce_rowmax(mx, logits, rows, s->Vl, s->v_valid);
+    comm_all_reduce_max(t->g, mx, (size_t)rows);
+    o->ce_sumexp(se, logits, mx, rows, s->Vl, s->v_valid);
+    o->ce_target(tl, logits, targets, rows, s->Vl, s->v_start);
+    comm_all_reduce_sum(t->g, se, 2 * (size_t)rows); /* se and tl are adjacent */
+    o->ce_loss(loss, mx, se, tl, rows);
+    o->to_host(loss_host, loss, (size_t)rows * sizeof(float));
+    o->ce_backward(logits, logits, mx, se, targets, scale, rows, s->Vl, s->v_start, s->v_valid);
+}

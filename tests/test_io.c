@@ -1,0 +1,794 @@
+/* tests/test_io.c — the input side: model presets and HF config.json loading, the size/number
+ * parsers, the safetensors reader and writer (including every kind of corrupt file), token files,
+ * synthetic tokens, the batch layout of design 4.3, and build/mkdata (when built).
+ * Every fixture is generated at run time into a fresh temp dir, removed at the end. */
+#include "core/config.h"
+#include "core/data.h"
+#include "core/safetensors.h"
+#include "tests/check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[256];
+static char err[1024];
+
+static const char *tpath(const char *name) {
+    static char buf[8][512];
+    static int k = 0;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static void write_bytes(const char *path, const void *p, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp) != 0) {
+        fprintf(stderr, "test_io: cannot write fixture %s\n", path);
+        exit(1);
+    }
+}
+static void write_text(const char *path, const char *s) { write_bytes(path, s, strlen(s)); }
+
+/* Number of entries in dir whose name contains `sub`. */
+static int count_files(const char *sub) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, sub)) n++;
+    closedir(d);
+    return n;
+}
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* ------------------------------------------------------------------------------------------ */
+static void test_presets(void) {
+    model_config c;
+    int n = 0;
+    for (int i = 0; config_presets[i]; i++, n++) {
+        char name[96];
+        snprintf(name, sizeof name, "preset_%s_resolves", config_presets[i]);
+        int rc = config_resolve(&c, config_presets[i], err, sizeof err);
+        CHECK(rc == 0 && strcmp(c.name, config_presets[i]) == 0 && c.tie_word_embeddings == 0, name, "rc %d: %s", rc,
+              err);
+    }
+    CHECK(n == 5, "preset_list_has_5", "%d presets", n);
+
+    /* tiny and small: every TP-split dimension divisible by 8 (all four 8-rank meshes valid) */
+    const char *cpu[] = {"tiny", "small"};
+    for (int i = 0; i < 2; i++) {
+        config_resolve(&c, cpu[i], err, sizeof err);
+        char name[96];
+        snprintf(name, sizeof name, "preset_%s_divisible_by_8", cpu[i]);
+        CHECK(c.num_attention_heads % 8 == 0 && c.num_key_value_heads % 8 == 0 && c.intermediate_size % 8 == 0 &&
+                  c.vocab_size % 8 == 0 && c.vocab_size <= 65536 && (c.hidden_size / c.num_attention_heads) % 2 == 0,
+              name, "H %d KV %d f %d V %d", c.num_attention_heads, c.num_key_value_heads, c.intermediate_size,
+              c.vocab_size);
+    }
+    config_resolve(&c, "tiny", err, sizeof err);
+    CHECK(c.vocab_size == 256 && c.hidden_size == 128 && c.intermediate_size == 384 && c.num_hidden_layers == 4 &&
+              c.num_attention_heads == 8 && c.num_key_value_heads == 8 && c.max_position_embeddings == 1024 &&
+              c.rms_norm_eps == 1e-5 && c.rope_theta == 10000.0 && c.initializer_range == 0.02,
+          "preset_tiny_shape", "V %d d %d f %d L %d", c.vocab_size, c.hidden_size, c.intermediate_size,
+          c.num_hidden_layers);
+
+    /* published shapes; parameter counts by hand (see the report): untied, so lm_head adds V*d */
+    struct { const char *n; int V, d, f, L, H, KV; int64_t params; } pub[] = {
+        {"llama3.2-1b", 128256, 2048, 8192, 16, 32, 8, 1498482688LL},
+        {"llama3.2-3b", 128256, 3072, 8192, 28, 24, 8, 3606752256LL},
+        {"llama3.1-8b", 128256, 4096, 14336, 32, 32, 8, 8030261248LL},
+    };
+    for (int i = 0; i < 3; i++) {
+        config_resolve(&c, pub[i].n, err, sizeof err);
+        char name[96];
+        snprintf(name, sizeof name, "preset_%s_shape", pub[i].n);
+        CHECK(c.vocab_size == pub[i].V && c.hidden_size == pub[i].d && c.intermediate_size == pub[i].f &&
+                  c.num_hidden_layers == pub[i].L && c.num_attention_heads == pub[i].H &&
+                  c.num_key_value_heads == pub[i].KV && c.rope_theta == 500000.0 && c.rms_norm_eps == 1e-5 &&
+                  c.max_position_embeddings == 131072,
+              name, "V %d d %d f %d L %d H %d KV %d theta %g", c.vocab_size, c.hidden_size, c.intermediate_size,
+              c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.rope_theta);
+        snprintf(name, sizeof name, "preset_%s_num_params", pub[i].n);
+        CHECK(config_num_params(&c) == pub[i].params, name, "got %lld want %lld", (long long)config_num_params(&c),
+              (long long)pub[i].params);
+        snprintf(name, sizeof name, "preset_%s_embedding_params", pub[i].n);
+        CHECK(config_num_embedding_params(&c) == (int64_t)pub[i].V * pub[i].d, name, "got %lld",
+              (long long)config_num_embedding_params(&c));
+    }
+    /* the published tied 1B / 3B counts are the untied ones minus one V*d */
+    config_resolve(&c, "llama3.2-1b", err, sizeof err);
+    CHECK(config_num_params(&c) - config_num_embedding_params(&c) == 1235814400LL, "preset_llama3.2-1b_tied_is_1.24B",
+          "%lld", (long long)(config_num_params(&c) - config_num_embedding_params(&c)));
+    /* tiny by hand: 2*256*128 + 4*(2*128 + 4*128*128 + 3*128*384) + 128 */
+    config_resolve(&c, "tiny", err, sizeof err);
+    CHECK(config_num_params(&c) == 2LL * 256 * 128 + 4LL * (256 + 4 * 128 * 128 + 3 * 128 * 384) + 128,
+          "preset_tiny_num_params", "%lld", (long long)config_num_params(&c));
+
+    int rc = config_resolve(&c, "llama-7b", err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "llama-7b") && strstr(err, "tiny") && strstr(err, "llama3.1-8b"),
+          "preset_unknown_lists_presets", "rc %d: %s", rc, err);
+    rc = config_resolve(&c, "", err, sizeof err);
+    CHECK(rc == -1 && *err, "preset_empty_name_rejected", "rc %d", rc);
+
+    /* config_validate on hand-built configs */
+    config_resolve(&c, "tiny", err, sizeof err);
+    model_config b = c;
+    b.num_key_value_heads = 3;
+    CHECK(config_validate(&b, err, sizeof err) == -1 && strstr(err, "num_key_value_heads"), "validate_kv_divides_h",
+          "%s", err);
+    b = c, b.hidden_size = 136, b.num_attention_heads = 8, b.num_key_value_heads = 8; /* hd 17: odd */
+    CHECK(config_validate(&b, err, sizeof err) == -1 && strstr(err, "even"), "validate_head_dim_even", "%s", err);
+    b = c, b.num_hidden_layers = 0;
+    CHECK(config_validate(&b, err, sizeof err) == -1 && strstr(err, "num_hidden_layers"), "validate_positive", "%s",
+          err);
+    b = c, b.tie_word_embeddings = 1;
+    CHECK(config_validate(&b, err, sizeof err) == -1 && strstr(err, "tie"), "validate_tied_rejected", "%s", err);
+    b = c, b.rms_norm_eps = 0;
+    CHECK(config_validate(&b, err, sizeof err) == -1 && strstr(err, "rms_norm_eps"), "validate_eps_positive", "%s",
+          err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+#define BASE_FIELDS                                                                                                \
+    "\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "             \
+    "\"max_position_embeddings\": 256"
+
+static void expect_bad_config(const char *name, const char *json, const char *want) {
+    const char *p = tpath("config.json");
+    write_text(p, json);
+    model_config c;
+    err[0] = 0;
+    int rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, want) && strstr(err, p) && !strchr(err, '\n'), name,
+          "rc %d, want an error naming %s and '%s', got: %s", rc, p, want, err);
+    printf("#    %s\n", err); /* the message itself, for a reader of the log */
+}
+
+static void test_hf_config(void) {
+    model_config c;
+    const char *p = tpath("config.json");
+    write_text(p, "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"torch_dtype\": \"bfloat16\",\n"
+                  " \"bos_token_id\": 128000, \"eos_token_id\": [128001, 128009], \"hidden_act\": \"silu\",\n"
+                  " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}, \"attention_bias\": false,\n"
+                  " \"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,\n"
+                  " \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"max_position_embeddings\": 256,\n"
+                  " \"rms_norm_eps\": 1e-06, \"rope_theta\": 500000.0, \"tie_word_embeddings\": false,\n"
+                  " \"initializer_range\": 0.01, \"head_dim\": 8}\n");
+    int rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == 0, "hf_config_valid_loads", "rc %d: %s", rc, err);
+    CHECK(rc == 0 && c.vocab_size == 512 && c.hidden_size == 64 && c.intermediate_size == 96 &&
+              c.num_hidden_layers == 2 && c.num_attention_heads == 8 && c.num_key_value_heads == 2 &&
+              c.max_position_embeddings == 256 && c.rms_norm_eps == 1e-6 && c.rope_theta == 500000.0 &&
+              c.initializer_range == 0.01 && c.tie_word_embeddings == 0 && strcmp(c.name, "config.json") == 0,
+          "hf_config_valid_fields", "V %d d %d KV %d eps %g theta %g init %g name %s", c.vocab_size, c.hidden_size,
+          c.num_key_value_heads, c.rms_norm_eps, c.rope_theta, c.initializer_range, c.name);
+
+    write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4}");
+    rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == 0 && c.num_key_value_heads == 4 && c.rms_norm_eps == 1e-5 && c.rope_theta == 10000.0 &&
+              c.initializer_range == 0.02 && c.tie_word_embeddings == 0,
+          "hf_config_defaults", "rc %d %s KV %d eps %g theta %g", rc, err, c.num_key_value_heads, c.rms_norm_eps,
+          c.rope_theta);
+    /* an integer where a float is expected is fine (rope_theta: 10000 in many configs) */
+    write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_theta\": 10000, \"num_key_value_heads\": null}");
+    rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == 0 && c.rope_theta == 10000.0 && c.num_key_value_heads == 4, "hf_config_int_theta_and_null_kv",
+          "rc %d: %s", rc, err);
+
+    expect_bad_config("hf_config_d_mod_h", "{" BASE_FIELDS ", \"num_attention_heads\": 5}", "num_attention_heads");
+    expect_bad_config("hf_config_kv_not_dividing_h",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"num_key_value_heads\": 3}",
+                      "num_key_value_heads");
+    expect_bad_config("hf_config_missing_field",
+                      "{\"vocab_size\": 512, \"hidden_size\": 64, \"num_hidden_layers\": 2, "
+                      "\"num_attention_heads\": 8, \"max_position_embeddings\": 256}",
+                      "intermediate_size");
+    expect_bad_config("hf_config_missing_max_pos",
+                      "{\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 96, "
+                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 8}",
+                      "max_position_embeddings");
+    expect_bad_config("hf_config_string_for_int",
+                      "{\"vocab_size\": 512, \"hidden_size\": \"64\", \"intermediate_size\": 96, "
+                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"max_position_embeddings\": 256}",
+                      "hidden_size must be a positive integer");
+    expect_bad_config("hf_config_float_for_int",
+                      "{\"vocab_size\": 512.0, \"hidden_size\": 64, \"intermediate_size\": 96, "
+                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"max_position_embeddings\": 256}",
+                      "vocab_size");
+    expect_bad_config("hf_config_negative",
+                      "{\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 96, "
+                      "\"num_hidden_layers\": -2, \"num_attention_heads\": 8, \"max_position_embeddings\": 256}",
+                      "num_hidden_layers");
+    expect_bad_config("hf_config_int_overflow",
+                      "{\"vocab_size\": 5000000000, \"hidden_size\": 64, \"intermediate_size\": 96, "
+                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"max_position_embeddings\": 256}",
+                      "vocab_size");
+    expect_bad_config("hf_config_tied_true",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"tie_word_embeddings\": true}",
+                      "tied embeddings are not supported");
+    expect_bad_config("hf_config_tied_not_bool",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"tie_word_embeddings\": \"no\"}",
+                      "tie_word_embeddings");
+    expect_bad_config("hf_config_model_type_other",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"model_type\": \"mistral\"}", "model_type");
+    expect_bad_config("hf_config_invalid_json", "{" BASE_FIELDS ", \"num_attention_heads\": 8,", "invalid");
+    expect_bad_config("hf_config_not_object", "[1, 2]", "object");
+    expect_bad_config("hf_config_duplicate_key",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"num_attention_heads\": 4}", "duplicate");
+    expect_bad_config("hf_config_head_dim_mismatch",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"head_dim\": 16}", "head_dim");
+    expect_bad_config("hf_config_odd_head_dim", "{" BASE_FIELDS ", \"num_attention_heads\": 64}", "even");
+    expect_bad_config("hf_config_eps_string",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rms_norm_eps\": \"1e-5\"}", "rms_norm_eps");
+    expect_bad_config("hf_config_theta_zero", "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_theta\": 0}",
+                      "rope_theta");
+    expect_bad_config("hf_config_init_negative",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"initializer_range\": -0.02}",
+                      "initializer_range");
+    const char *missing = tpath("nope/config.json");
+    rc = config_resolve(&c, missing, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, missing), "hf_config_missing_file", "rc %d: %s", rc, err);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+static void test_parsers(void) {
+    struct { const char *s; uint64_t v; } good[] = {
+        {"96MiB", 100663296ull}, {"80GB", 80000000000ull}, {"80GiB", 85899345920ull}, {"1000", 1000},
+        {"1.5GiB", 1610612736ull}, {"512KiB", 524288}, {"0", 0}, {"7B", 7}, {"2TB", 2000000000000ull},
+        {"1TiB", 1099511627776ull}, {"0.5KB", 500}, {"16777215TiB", 16777215ull << 40}, {"1.0", 1}, {".5GiB", 536870912ull},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 12345;
+        int rc = parse_size(good[i].s, &v);
+        char name[96];
+        snprintf(name, sizeof name, "parse_size_ok_%s", good[i].s);
+        CHECK(rc == 0 && v == good[i].v, name, "rc %d v %llu want %llu", rc, (unsigned long long)v,
+              (unsigned long long)good[i].v);
+    }
+    const char *bad[] = {"", "12XB", "-1MiB", "MiB", "1e400GiB", "96mib", "96 MiB", " 96MiB", "96MiB ", "1.5",
+                         "1.", "0x10", "16777216TiB", "18446744073709551616", "inf", "nan", "1,5GiB",
+                         "96Mi", "96MIB", "1.0000000000000000001GiB", "+1MiB"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 777;
+        int rc = parse_size(bad[i], &v);
+        char name[96];
+        snprintf(name, sizeof name, "parse_size_rejects_'%s'", bad[i]);
+        CHECK(rc == -1 && v == 777, name, "rc %d v %llu", rc, (unsigned long long)v);
+    }
+    uint64_t v;
+    CHECK(parse_size("18446744073709551615", &v) == 0 && v == UINT64_MAX, "parse_size_u64_max", "v %llu",
+          (unsigned long long)v);
+
+    long long iv = 0;
+    CHECK(parse_int("42", 0, 100, &iv) == 0 && iv == 42, "parse_int_ok", "%lld", iv);
+    CHECK(parse_int("-7", -10, 10, &iv) == 0 && iv == -7, "parse_int_negative_ok", "%lld", iv);
+    const char *ibad[] = {"", "4x", "x4", " 4", "4 ", "101", "-1", "1e3", "99999999999999999999", "0x10", "4.0"};
+    for (size_t i = 0; i < sizeof ibad / sizeof ibad[0]; i++) {
+        iv = 555;
+        char name[96];
+        snprintf(name, sizeof name, "parse_int_rejects_'%s'", ibad[i]);
+        CHECK(parse_int(ibad[i], 0, 100, &iv) == -1 && iv == 555, name, "accepted as %lld", iv);
+    }
+    double dv = 0;
+    CHECK(parse_double("3e-3", &dv) == 0 && dv == 3e-3, "parse_double_ok", "%g", dv);
+    CHECK(parse_double("-0.5", &dv) == 0 && dv == -0.5, "parse_double_negative_ok", "%g", dv);
+    const char *dbad[] = {"", "abc", "1.0x", " 1", "1 ", "inf", "nan", "1e400", "-1e400", "--1"};
+    for (size_t i = 0; i < sizeof dbad / sizeof dbad[0]; i++) {
+        dv = 9.5;
+        char name[96];
+        snprintf(name, sizeof name, "parse_double_rejects_'%s'", dbad[i]);
+        CHECK(parse_double(dbad[i], &dv) == -1 && dv == 9.5, name, "accepted as %g", dv);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A raw safetensors file: 8-byte length (hlen_override if nonzero) + header + data. */
+static void write_st_raw(const char *path, const char *hdr, size_t hdr_len, uint64_t hlen_field, const void *data,
+                         size_t data_len) {
+    size_t n = 8 + hdr_len + data_len;
+    unsigned char *buf = malloc(n);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(hlen_field >> (8 * i));
+    memcpy(buf + 8, hdr, hdr_len);
+    if (data_len) memcpy(buf + 8 + hdr_len, data, data_len);
+    write_bytes(path, buf, n);
+    free(buf);
+}
+static void write_st(const char *path, const char *hdr, size_t data_len) {
+    unsigned char *data = calloc(data_len ? data_len : 1, 1);
+    write_st_raw(path, hdr, strlen(hdr), strlen(hdr), data, data_len);
+    free(data);
+}
+
+static void expect_bad_st(const char *name, const char *path, const char *want1, const char *want2) {
+    st_file f;
+    memset(&f, 0x5a, sizeof f);
+    err[0] = 0;
+    int rc = st_open(&f, path, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, path) && strstr(err, want1) && (!want2 || strstr(err, want2)) &&
+              !strchr(err, '\n') && f.fp == NULL && f.t == NULL,
+          name, "rc %d, want '%s'%s%s, got: %s", rc, want1, want2 ? " and " : "", want2 ? want2 : "", err);
+    printf("#    %s\n", err);
+    if (rc == 0) st_close(&f);
+}
+
+static void test_safetensors(void) {
+    /* --- writer round trip --- */
+    const char *path = tpath("model.safetensors");
+    const char *names[] = {"model.embed_tokens.weight", "model.norm.weight", "scalar", "empty", "w4d"};
+    int ndims[] = {2, 1, 0, 2, 4};
+    int64_t shapes[][4] = {{5, 3}, {7}, {0}, {0, 9}, {2, 1, 3, 2}};
+    int64_t numel[] = {15, 7, 1, 0, 12};
+    int64_t total = 35;
+    float *data = malloc((size_t)total * sizeof(float));
+    for (int64_t i = 0; i < total; i++) data[i] = (float)(i * 0.37 - 3.1) * (i % 3 ? 1.0f : -1e-20f);
+    st_writer *w = st_writer_begin(path, 5, names, ndims, (const int64_t(*)[4])shapes, err, sizeof err);
+    CHECK(w != NULL, "st_writer_begin", "%s", err);
+    if (!w) return;
+    int ok = 1;
+    /* deliberately odd chunking that straddles tensor boundaries */
+    int64_t chunks[] = {4, 0, 13, 1, 17};
+    for (int64_t i = 0, off = 0; i < 5; off += chunks[i], i++)
+        ok &= st_writer_put(w, data + off, chunks[i], err, sizeof err) == 0;
+    CHECK(ok, "st_writer_put_chunks", "%s", err);
+    CHECK(count_files(".tmp.") == 1 && !exists(path), "st_writer_uses_temp_file", "tmp files %d, target exists %d",
+          count_files(".tmp."), exists(path));
+    int rc = st_writer_finish(w, err, sizeof err);
+    CHECK(rc == 0 && exists(path) && count_files(".tmp.") == 0, "st_writer_finish_renames", "rc %d: %s", rc, err);
+
+    /* layout: header length multiple of 8, padded with spaces, JSON first */
+    FILE *fp = fopen(path, "rb");
+    unsigned char lenb[8] = {0};
+    char hdr[4096] = {0};
+    uint64_t hlen = 0;
+    if (fp && fread(lenb, 1, 8, fp) == 8) {
+        for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+        if (hlen < sizeof hdr && fread(hdr, 1, hlen, fp) != hlen) hlen = 0;
+    }
+    if (fp) fclose(fp);
+    struct stat sb;
+    stat(path, &sb);
+    CHECK(hlen % 8 == 0 && hlen > 0 && hdr[0] == '{' && (uint64_t)sb.st_size == 8 + hlen + (uint64_t)total * 4 &&
+              (hlen < 2 || hdr[hlen - 1] == ' ' || hdr[hlen - 1] == '}'),
+          "st_writer_layout", "hlen %llu size %lld first '%c'", (unsigned long long)hlen, (long long)sb.st_size,
+          hdr[0]);
+    char *e0 = strstr(hdr, names[0]), *e1 = strstr(hdr, names[1]), *e4 = strstr(hdr, "w4d");
+    CHECK(e0 && e1 && e4 && e0 < e1 && e1 < e4, "st_writer_declaration_order", "%s", hdr);
+
+    st_file f;
+    rc = st_open(&f, path, err, sizeof err);
+    CHECK(rc == 0 && f.n == 5, "st_open_written", "rc %d n %d: %s", rc, rc == 0 ? f.n : -1, err);
+    if (rc == 0) {
+        int64_t off = 0;
+        int allok = 1;
+        for (int i = 0; i < 5; i++) {
+            const st_tensor *t = st_find(&f, names[i]);
+            if (!t || t->dtype != ST_F32 || t->ndim != ndims[i]) { allok = 0; break; }
+            for (int k = 0; k < ndims[i]; k++) allok &= t->shape[k] == shapes[i][k];
+            allok &= t->begin == (uint64_t)off * 4 && t->end == (uint64_t)(off + numel[i]) * 4;
+            float got[16] = {0};
+            allok &= st_read_f32(&f, t, 0, numel[i], got, err, sizeof err) == 0;
+            allok &= memcmp(got, data + off, (size_t)numel[i] * 4) == 0;
+            off += numel[i];
+        }
+        CHECK(allok, "st_roundtrip_f32_exact", "%s", err);
+        const st_tensor *t = st_find(&f, "model.embed_tokens.weight");
+        float part[4];
+        rc = st_read_f32(&f, t, 6, 4, part, err, sizeof err);
+        CHECK(rc == 0 && memcmp(part, data + 6, 16) == 0, "st_read_range", "rc %d: %s", rc, err);
+        rc = st_read_f32(&f, t, 12, 4, part, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, "model.embed_tokens.weight"), "st_read_range_out_of_bounds", "rc %d: %s", rc,
+              err);
+        rc = st_read_f32(&f, t, -1, 1, part, err, sizeof err);
+        CHECK(rc == -1, "st_read_negative_first", "rc %d", rc);
+        CHECK(st_find(&f, "missing") == NULL, "st_find_missing", "found something");
+        st_close(&f);
+    }
+
+    /* --- writer failures leave nothing behind --- */
+    const char *p2 = tpath("aborted.safetensors");
+    w = st_writer_begin(p2, 1, names, ndims, (const int64_t(*)[4])shapes, err, sizeof err);
+    if (w) st_writer_put(w, data, 3, err, sizeof err);
+    st_writer_abort(w);
+    CHECK(w && !exists(p2) && count_files(".tmp.") == 0, "st_writer_abort_leaves_nothing", "exists %d tmp %d",
+          exists(p2), count_files(".tmp."));
+    w = st_writer_begin(p2, 1, names, ndims, (const int64_t(*)[4])shapes, err, sizeof err);
+    if (w) st_writer_put(w, data, 14, err, sizeof err);
+    rc = w ? st_writer_finish(w, err, sizeof err) : 0;
+    CHECK(rc == -1 && strstr(err, "56 bytes of tensor data written, 60 declared") && !exists(p2) && count_files(".tmp.") == 0,
+          "st_writer_finish_short_data", "rc %d exists %d: %s", rc, exists(p2), err);
+    w = st_writer_begin(p2, 1, names, ndims, (const int64_t(*)[4])shapes, err, sizeof err);
+    rc = w ? st_writer_put(w, data, 16, err, sizeof err) : 0;
+    int rc2 = w ? st_writer_finish(w, err, sizeof err) : 0;
+    CHECK(rc == -1 && rc2 == -1 && !exists(p2) && count_files(".tmp.") == 0, "st_writer_put_too_much", "rc %d %d",
+          rc, rc2);
+    /* an aborted rewrite keeps the previous file intact */
+    write_text(p2, "previous");
+    w = st_writer_begin(p2, 1, names, ndims, (const int64_t(*)[4])shapes, err, sizeof err);
+    st_writer_abort(w);
+    fp = fopen(p2, "rb");
+    char prev[16] = {0};
+    if (fp) { if (fread(prev, 1, 15, fp) == 0) prev[0] = 0; fclose(fp); }
+    CHECK(strcmp(prev, "previous") == 0 && count_files(".tmp.") == 0, "st_writer_abort_keeps_old_file", "%s", prev);
+    const char *dup[] = {"a", "a"};
+    int nd1[] = {1, 1};
+    int64_t sh1[][4] = {{2}, {2}};
+    w = st_writer_begin(p2, 2, dup, nd1, (const int64_t(*)[4])sh1, err, sizeof err);
+    CHECK(w == NULL && strstr(err, "twice") && count_files(".tmp.") == 0, "st_writer_rejects_duplicate", "%s", err);
+    st_writer_abort(w);
+    int64_t shneg[][4] = {{-2}};
+    w = st_writer_begin(p2, 1, dup, nd1, (const int64_t(*)[4])shneg, err, sizeof err);
+    CHECK(w == NULL && strstr(err, "shape"), "st_writer_rejects_negative_shape", "%s", err);
+    st_writer_abort(w);
+    w = st_writer_begin(tpath("nodir/x.safetensors"), 1, dup, nd1, (const int64_t(*)[4])sh1, err, sizeof err);
+    CHECK(w == NULL && strstr(err, "nodir"), "st_writer_unwritable_dir", "%s", err);
+    st_writer_abort(w);
+    free(data);
+
+    /* --- BF16 by hand, with an F32 neighbour and HF-style space padding --- */
+    const char *pb = tpath("bf16.safetensors");
+    const char *hb = "{\"__metadata__\":{\"format\":\"pt\"},"
+                     "\"x\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                     "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}        ";
+    unsigned char bd[12];
+    uint16_t bf[4] = {0x3F80, 0xC000, 0x3F00, 0x4049}; /* 1, -2, 0.5, 3.140625 */
+    for (int i = 0; i < 4; i++) bd[2 * i] = (unsigned char)(bf[i] & 0xff), bd[2 * i + 1] = (unsigned char)(bf[i] >> 8);
+    float yv = -7.25f;
+    memcpy(bd + 8, &yv, 4);
+    write_st_raw(pb, hb, strlen(hb), strlen(hb), bd, 12);
+    rc = st_open(&f, pb, err, sizeof err);
+    CHECK(rc == 0 && f.n == 2, "st_open_bf16", "rc %d: %s", rc, err);
+    if (rc == 0) {
+        float got[4] = {0}, gy = 0;
+        const st_tensor *x = st_find(&f, "x"), *y = st_find(&f, "y");
+        int r1 = x ? st_read_f32(&f, x, 0, 4, got, err, sizeof err) : -1;
+        int r2 = y ? st_read_f32(&f, y, 0, 1, &gy, err, sizeof err) : -1;
+        CHECK(x && x->dtype == ST_BF16 && r1 == 0 && got[0] == 1.0f && got[1] == -2.0f && got[2] == 0.5f &&
+                  got[3] == 3.140625f,
+              "st_bf16_converted", "%g %g %g %g", got[0], got[1], got[2], got[3]);
+        CHECK(r2 == 0 && gy == -7.25f, "st_f32_after_bf16", "%g", gy);
+        float g2 = 0;
+        CHECK(x && st_read_f32(&f, x, 3, 1, &g2, err, sizeof err) == 0 && g2 == 3.140625f, "st_bf16_range", "%g", g2);
+        st_close(&f);
+    }
+
+    /* --- corruptions: each rejected with one line naming the file (and the tensor) --- */
+    const char *pc = tpath("bad.safetensors");
+    write_bytes(pc, "\x05\0\0\0", 4);
+    expect_bad_st("st_bad_file_under_8_bytes", pc, "too short", NULL);
+    write_bytes(pc, "", 0);
+    expect_bad_st("st_bad_empty_file", pc, "too short", NULL);
+    const char *h_ok = "{\"t\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
+    write_st_raw(pc, h_ok, strlen(h_ok), 1000, "", 0);
+    expect_bad_st("st_bad_header_length_past_file", pc, "larger than the file", NULL);
+    write_st_raw(pc, h_ok, strlen(h_ok), UINT64_MAX, "", 0);
+    expect_bad_st("st_bad_header_length_huge", pc, "larger than the file", NULL);
+    write_st(pc, h_ok, 16); /* data cut: 16 of 24 bytes */
+    expect_bad_st("st_bad_truncated_data", pc, "truncated", "tensor t");
+    write_st(pc, "{\"t\": {\"dtype\": \"F32\", \"shape\": [2,3], \"data_offsets\": [0,24]", 24);
+    expect_bad_st("st_bad_header_not_json", pc, "not valid JSON", NULL);
+    write_st(pc, "hello, world", 0);
+    expect_bad_st("st_bad_header_garbage", pc, "not valid JSON", NULL);
+    write_st(pc, "[1,2,3]", 0);
+    expect_bad_st("st_bad_header_array", pc, "JSON object", NULL);
+    write_st(pc, "{\"t\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[0,12]}}", 12);
+    expect_bad_st("st_bad_dtype_f16", pc, "unsupported dtype F16 for tensor t", NULL);
+    write_st(pc, "{\"t\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 16);
+    expect_bad_st("st_bad_dtype_i64", pc, "unsupported dtype I64 for tensor t", NULL);
+    write_st(pc, "{\"t\":{\"dtype\":5,\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+    expect_bad_st("st_bad_dtype_not_string", pc, "dtype", "tensor t");
+    write_st(pc, "{\"t\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,16]}}", 24);
+    expect_bad_st("st_bad_misshaped", pc, "need 24", "tensor t");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 24);
+    expect_bad_st("st_bad_overlap", pc, "overlap", "a [0, 16)");
+    write_st(pc, "{\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+                 "\"a\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", 32);
+    expect_bad_st("st_bad_overlap_contained", pc, "overlap", NULL);
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 16);
+    expect_bad_st("st_bad_offsets_out_of_range", pc, "past the data section", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", 16);
+    expect_bad_st("st_bad_offsets_begin_after_end", pc, "begin", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[-4,12]}}", 16);
+    expect_bad_st("st_bad_offsets_negative", pc, "data_offsets", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0]}}", 16);
+    expect_bad_st("st_bad_offsets_one_int", pc, "data_offsets", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[\"0\",\"16\"]}}", 16);
+    expect_bad_st("st_bad_offsets_strings", pc, "data_offsets", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", 16);
+    expect_bad_st("st_bad_shape_negative", pc, "shape", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1000000000000000000],\"data_offsets\":[0,16]}}", 16);
+    expect_bad_st("st_bad_shape_absurd_1e18", pc, "tensor a", NULL);
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,16]}}", 16);
+    expect_bad_st("st_bad_shape_overflow", pc, "overflow", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[0,9223372036854775807],\"data_offsets\":[0,0]}}", 16);
+    expect_bad_st("st_bad_shape_zero_then_huge", pc, "tensor a", NULL);
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,4],\"data_offsets\":[0,16]}}", 16);
+    expect_bad_st("st_bad_shape_5d", pc, "at most 4", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8);
+    expect_bad_st("st_bad_shape_float", pc, "shape", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":\"4\",\"data_offsets\":[0,16]}}", 16);
+    expect_bad_st("st_bad_shape_string", pc, "shape", "tensor a");
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                 "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    expect_bad_st("st_bad_duplicate_names", pc, "duplicate", NULL);
+    write_st(pc, "{\"bad\xff name\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    expect_bad_st("st_bad_non_utf8_name", pc, "UTF-8", "bad");
+    write_st(pc, "{\"ok\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    expect_bad_st("st_bad_overlong_utf8_name", pc, "UTF-8", NULL);
+    write_st(pc, "{\"a\":[1,2]}", 0);
+    expect_bad_st("st_bad_entry_not_object", pc, "tensor a", NULL);
+    write_st(pc, "{\"__metadata__\":{\"format\":1}}", 0);
+    expect_bad_st("st_bad_metadata_value", pc, "__metadata__", NULL);
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"\":{\"dtype\":\"F32\",\"shape\":[0],"
+                 "\"data_offsets\":[0,0]}}", 4);
+    expect_bad_st("st_bad_empty_name", pc, "empty name", NULL);
+    write_st_raw(pc, "", 0, 0, "", 0);
+    expect_bad_st("st_bad_zero_header", pc, "header", NULL);
+    expect_bad_st("st_bad_missing_file", tpath("does-not-exist.safetensors"), "cannot open", NULL);
+    expect_bad_st("st_bad_directory", dir, "regular file", NULL);
+
+    /* valid edge cases: empty header object, gaps between tensors, zero-size tensor */
+    write_st(pc, "{}", 0);
+    rc = st_open(&f, pc, err, sizeof err);
+    CHECK(rc == 0 && f.n == 0, "st_ok_empty_header", "rc %d: %s", rc, err);
+    if (rc == 0) st_close(&f);
+    write_st(pc, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                 "\"z\":{\"dtype\":\"BF16\",\"shape\":[0,3],\"data_offsets\":[6,6]}}", 12);
+    rc = st_open(&f, pc, err, sizeof err);
+    CHECK(rc == 0 && f.n == 2, "st_ok_gap_and_empty_tensor", "rc %d: %s", rc, err);
+    if (rc == 0) st_close(&f);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+static void write_tokens(const char *path, const uint16_t *t, size_t n) { write_bytes(path, t, n * 2); }
+static uint16_t tok_at(int64_t i) { return (uint16_t)((i * 7 + 3) % 256); }
+
+static void expect_bad_data(const char *name, const char *path, int V, int T, const char *want) {
+    data_file d;
+    memset(&d, 0x5a, sizeof d);
+    err[0] = 0;
+    int rc = data_open(&d, path, V, T, 0, err, sizeof err);
+    CHECK(rc == -1 && strncmp(err, "data: ", 6) == 0 && strstr(err, path) && strstr(err, want) && d.tokens == NULL,
+          name, "rc %d, want '%s', got: %s", rc, want, err);
+    printf("#    %s\n", err);
+    if (rc == 0) data_close(&d);
+}
+
+static void test_data(void) {
+    /* batch layout against a hand computation: 23 tokens, T = 4 -> N = floor(22/4) = 5 sequences */
+    const char *p = tpath("tok.bin");
+    uint16_t toks[23];
+    for (int i = 0; i < 23; i++) toks[i] = tok_at(i);
+    write_tokens(p, toks, 23);
+    data_file d;
+    int rc = data_open(&d, p, 256, 4, 0, err, sizeof err);
+    CHECK(rc == 0 && d.ntokens == 23 && d.synthetic == 0, "data_open_ok", "rc %d: %s", rc, err);
+    if (rc != 0) return;
+    CHECK(data_num_sequences(&d, 4) == 5, "data_num_sequences", "%lld", (long long)data_num_sequences(&d, 4));
+    CHECK(data_num_sequences(&d, 22) == 1 && data_num_sequences(&d, 3) == 7, "data_num_sequences_other_T",
+          "%lld %lld", (long long)data_num_sequences(&d, 22), (long long)data_num_sequences(&d, 3));
+    /* dp = 2, b = 2, G = 4. step 1: sequences (4 + j) mod 5 = 4, 0 | 1, 2; step 2: 3, 4 | 0, 1. */
+    struct { int64_t step; int rank; int seqs[2]; } cases[] = {
+        {0, 0, {0, 1}}, {0, 1, {2, 3}}, {1, 0, {4, 0}}, {1, 1, {1, 2}}, {2, 0, {3, 4}}, {2, 1, {0, 1}},
+        {1000000000000LL, 0, {0, 1}}, /* 4e12 mod 5 = 0 */
+        {1000000000001LL, 1, {1, 2}}, /* (4e12 + 4 + 2) mod 5 = 1 */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int32_t in[8], tg[8];
+        memset(in, 0xff, sizeof in), memset(tg, 0xff, sizeof tg);
+        data_batch(&d, cases[c].step, 4, cases[c].rank, 2, 4, in, tg);
+        int ok = 1;
+        for (int s = 0; s < 2; s++)
+            for (int t = 0; t < 4; t++) {
+                int64_t k = cases[c].seqs[s];
+                ok &= in[s * 4 + t] == tok_at(k * 4 + t) && tg[s * 4 + t] == tok_at(k * 4 + t + 1);
+            }
+        char name[96];
+        snprintf(name, sizeof name, "data_batch_step%lld_rank%d", (long long)cases[c].step, cases[c].rank);
+        CHECK(ok, name, "in[0] %d want %d (seq %d)", in[0], tok_at(cases[c].seqs[0] * 4), cases[c].seqs[0]);
+    }
+    /* the same global batch on every mesh: dp=1,b=4 equals dp=2,b=2 ranks concatenated and dp=4,b=1 */
+    int ok = 1;
+    for (int64_t step = 0; step < 7; step++) {
+        int32_t in1[16], tg1[16], in2[16], tg2[16], in4[16], tg4[16];
+        data_batch(&d, step, 4, 0, 4, 4, in1, tg1);
+        for (int r = 0; r < 2; r++) data_batch(&d, step, 4, r, 2, 4, in2 + r * 8, tg2 + r * 8);
+        for (int r = 0; r < 4; r++) data_batch(&d, step, 4, r, 1, 4, in4 + r * 4, tg4 + r * 4);
+        ok &= !memcmp(in1, in2, sizeof in1) && !memcmp(tg1, tg2, sizeof tg1) && !memcmp(in1, in4, sizeof in1) &&
+              !memcmp(tg1, tg4, sizeof tg1);
+    }
+    CHECK(ok, "data_batch_same_global_batch_any_dp", "rank-major split differs");
+    /* a global batch larger than N wraps within one step */
+    int32_t inw[28], tgw[28];
+    data_batch(&d, 0, 7, 0, 7, 4, inw, tgw);
+    CHECK(inw[5 * 4] == tok_at(0) && inw[6 * 4] == tok_at(4) && tgw[6 * 4 + 3] == tok_at(8), "data_batch_wraps_in_step",
+          "%d %d", inw[20], inw[24]);
+    data_close(&d);
+    CHECK(d.tokens == NULL, "data_close_frees", "tokens left");
+
+    /* exactly T+1 tokens: one sequence */
+    write_tokens(p, toks, 5);
+    rc = data_open(&d, p, 256, 4, 0, err, sizeof err);
+    CHECK(rc == 0 && data_num_sequences(&d, 4) == 1, "data_exactly_T_plus_1", "rc %d: %s", rc, err);
+    if (rc == 0) data_close(&d);
+    /* vocabularies above 65536 are allowed: the file's ids just have to be below V */
+    write_tokens(p, toks, 23);
+    rc = data_open(&d, p, 128256, 4, 0, err, sizeof err);
+    CHECK(rc == 0, "data_large_vocab_file_ok", "rc %d: %s", rc, err);
+    if (rc == 0) data_close(&d);
+
+    /* bad files */
+    write_bytes(p, toks, 9);
+    expect_bad_data("data_bad_odd_length", p, 256, 2, "odd length 9 bytes");
+    uint16_t badt[20];
+    for (int i = 0; i < 20; i++) badt[i] = (uint16_t)i;
+    badt[7] = 300;
+    badt[12] = 400;
+    write_tokens(p, badt, 20);
+    expect_bad_data("data_bad_id_ge_vocab", p, 256, 4, "token 300 at index 7 >= vocab_size 256");
+    write_tokens(p, toks, 4);
+    expect_bad_data("data_bad_too_short", p, 256, 4, "has 4 tokens, need at least T+1 = 5");
+    write_bytes(p, "", 0);
+    expect_bad_data("data_bad_empty", p, 256, 4, "empty");
+    expect_bad_data("data_bad_missing", tpath("missing.bin"), 256, 4, "cannot open");
+    expect_bad_data("data_bad_directory", dir, 256, 4, "regular file");
+    write_tokens(p, toks, 23);
+    expect_bad_data("data_bad_T_zero", p, 256, 0, "positive");
+
+    /* synthetic */
+    data_file s1, s2, s3;
+    rc = data_open(&s1, "synthetic", 1000, 16, 42, err, sizeof err);
+    int rc2 = data_open(&s2, "synthetic", 1000, 16, 42, err, sizeof err);
+    int rc3 = data_open(&s3, "synthetic", 1000, 16, 43, err, sizeof err);
+    CHECK(rc == 0 && rc2 == 0 && rc3 == 0 && s1.synthetic && s1.tokens == NULL, "data_synthetic_open", "%s", err);
+    CHECK(data_num_sequences(&s1, 16) == (int64_t)1 << 30, "data_synthetic_num_sequences", "%lld",
+          (long long)data_num_sequences(&s1, 16));
+    int32_t a_in[64], a_tg[64], b_in[64], b_tg[64], c_in[64], c_tg[64];
+    data_batch(&s1, 5, 8, 1, 4, 16, a_in, a_tg);
+    data_batch(&s2, 5, 8, 1, 4, 16, b_in, b_tg);
+    data_batch(&s3, 5, 8, 1, 4, 16, c_in, c_tg);
+    CHECK(!memcmp(a_in, b_in, sizeof a_in) && !memcmp(a_tg, b_tg, sizeof a_tg), "data_synthetic_deterministic",
+          "two opens differ");
+    int same = 0;
+    for (int i = 0; i < 64; i++) same += a_in[i] == c_in[i];
+    CHECK(same < 8, "data_synthetic_seed_matters", "%d of 64 equal across seeds", same);
+    /* consecutive sequences 44..47: target t = input t+1, and the last target is the next sequence's first input */
+    ok = 1;
+    for (int s = 0; s < 4; s++) {
+        for (int t = 0; t + 1 < 16; t++) ok &= a_tg[s * 16 + t] == a_in[s * 16 + t + 1];
+        if (s < 3) ok &= a_tg[s * 16 + 15] == a_in[(s + 1) * 16];
+    }
+    CHECK(ok, "data_synthetic_target_is_next_input", "overlap broken");
+    int32_t g_in[128], g_tg[128];
+    data_batch(&s1, 5, 8, 0, 8, 16, g_in, g_tg);
+    CHECK(!memcmp(g_in + 64, a_in, sizeof a_in), "data_synthetic_rank_major", "dp split differs");
+    /* uniform over [0, V): 160000 draws over 16 values, each count within 5 sigma (~500) of 10000 */
+    data_file u;
+    data_open(&u, "synthetic", 16, 1000, 7, err, sizeof err);
+    int32_t *ui = malloc(160 * 1000 * sizeof(int32_t)), *ut = malloc(160 * 1000 * sizeof(int32_t));
+    data_batch(&u, 0, 160, 0, 160, 1000, ui, ut);
+    int hist[16] = {0}, inrange = 1;
+    for (int i = 0; i < 160000; i++) {
+        if (ui[i] < 0 || ui[i] >= 16) inrange = 0;
+        else hist[ui[i]]++;
+    }
+    int worst = 0;
+    for (int v = 0; v < 16; v++) worst = abs(hist[v] - 10000) > worst ? abs(hist[v] - 10000) : worst;
+    CHECK(inrange && worst < 500, "data_synthetic_uniform", "in range %d, worst deviation %d", inrange, worst);
+    free(ui), free(ut);
+    data_file big;
+    data_open(&big, "synthetic", 128256, 64, 1, err, sizeof err);
+    int32_t bi[64 * 8], bt[64 * 8];
+    data_batch(&big, 3, 8, 0, 8, 64, bi, bt);
+    int hi = 0, okr = 1;
+    for (int i = 0; i < 512; i++) hi += bi[i] >= 65536, okr &= bi[i] >= 0 && bi[i] < 128256;
+    CHECK(okr && hi > 100, "data_synthetic_large_vocab", "%d of 512 above 65535, in range %d", hi, okr);
+    data_close(&s1), data_close(&s2), data_close(&s3), data_close(&u), data_close(&big);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+static int run_prog(char *const argv[]) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+static void test_mkdata(void) {
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    char prog[512];
+    snprintf(prog, sizeof prog, "%s/mkdata", build);
+    if (access(prog, X_OK) != 0) {
+        SKIP("mkdata", "build/mkdata not built");
+        return;
+    }
+    const char *txt = tpath("text.txt");
+    size_t n = 1019; /* val = floor(1019 * 0.05) = 50, train = 969 */
+    unsigned char *text = malloc(n);
+    for (size_t i = 0; i < n; i++) text[i] = (unsigned char)((i * 31 + 7) % 256);
+    write_bytes(txt, text, n);
+    char out[512];
+    snprintf(out, sizeof out, "%s/kjv", dir);
+    int rc = run_prog((char *const[]){prog, (char *)txt, out, NULL});
+    char tr[600], va[600];
+    snprintf(tr, sizeof tr, "%s/train.bin", out), snprintf(va, sizeof va, "%s/val.bin", out);
+    data_file dt, dv;
+    int r1 = data_open(&dt, tr, 256, 1, 0, err, sizeof err);
+    int r2 = data_open(&dv, va, 256, 1, 0, err, sizeof err);
+    CHECK(rc == 0 && r1 == 0 && r2 == 0 && dt.ntokens == 969 && dv.ntokens == 50, "mkdata_split_5_percent",
+          "rc %d %d %d train %lld val %lld: %s", rc, r1, r2, r1 ? -1LL : (long long)dt.ntokens,
+          r2 ? -1LL : (long long)dv.ntokens, err);
+    if (rc == 0 && r1 == 0 && r2 == 0) {
+        int ok = 1;
+        for (int64_t i = 0; i < 969; i++) ok &= dt.tokens[i] == text[i];
+        for (int64_t i = 0; i < 50; i++) ok &= dv.tokens[i] == text[969 + i];
+        CHECK(ok, "mkdata_bytes_are_tokens", "token mismatch");
+    }
+    if (r1 == 0) data_close(&dt);
+    if (r2 == 0) data_close(&dv);
+    char kjvdir[512];
+    snprintf(kjvdir, sizeof kjvdir, "%s/kjv", dir);
+    DIR *dd = opendir(kjvdir);
+    int tmpleft = 0;
+    struct dirent *e;
+    while (dd && (e = readdir(dd))) tmpleft += strstr(e->d_name, ".tmp") != NULL;
+    if (dd) closedir(dd);
+    CHECK(tmpleft == 0, "mkdata_no_temp_left", "%d temp files", tmpleft);
+    CHECK(run_prog((char *const[]){prog, NULL}) == 2, "mkdata_usage_exit_2", "wrong exit");
+    CHECK(run_prog((char *const[]){prog, (char *)tpath("no-such.txt"), out, NULL}) == 1, "mkdata_missing_input_exit_1",
+          "wrong exit");
+    CHECK(run_prog((char *const[]){prog, (char *)txt, (char *)tpath("a/b/c"), NULL}) == 1,
+          "mkdata_bad_outdir_exit_1", "wrong exit");
+    free(text);
+}
+
+/* remove everything under dir (flat, plus the kjv subdir mkdata writes) */
+static void cleanup(const char *d) {
+    DIR *dd = opendir(d);
+    if (!dd) return;
+    struct dirent *e;
+    while ((e = readdir(dd))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) cleanup(p);
+        else unlink(p);
+    }
+    closedir(dd);
+    rmdir(d);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/meshsweep_test_io.XXXXXX");
+    if (!mkdtemp(dir)) {
+        printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    test_presets();
+    test_hf_config();
+    test_parsers();
+    test_safetensors();
+    test_data();
+    test_mkdata();
+    cleanup(dir);
+    return check_exit();
+}
