@@ -1,0 +1,18 @@
+/* core/record.h — writing JSON records atomically (temp file in the same folder, fsync, rename), and
+ * the small JSON pieces the run record and the plan share. The record's fields are design 8. */
+#ifndef MESHSWEEP_RECORD_H
+#define MESHSWEEP_RECORD_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core/mem.h"
+#include "core/comm.h"
+/* writes root to path atomically; -1 with a message (nothing left at path or its temp) on error */
+int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen);
+/* {"params": n, ...} of per-category byte counts */
+json_t *record_categories(const uint64_t bytes[MEM_NCAT]);
+/* {"all_gather": {"calls","bytes","ms"}, ...} */
+json_t *record_comm(const comm_stats *s);
+/* can path be created? (its folder exists and is writable) -1 with a message if not */
+int record_check_writable(const char *path, char *err, size_t errlen);
+#endif
