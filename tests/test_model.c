@@ -1,0 +1,144 @@
+/* tests/test_model.c — the whole model's gradient by finite differences (design 11), on a tiny GQA
+ * config (KV < H, odd vocabulary) on one rank with the CPU kernels, plus checks that activation
+ * checkpointing reproduces the gradients bit for bit and that the memory plan equals the measured
+ * tracked peak for this model.
+ * FD in fp32: the loss is the token SUM (scale 1) so gradients are O(0.1..10); central differences
+ * with eps 1e-2 along (a) the normalised analytic gradient of each tensor and (b) a random unit
+ * direction per tensor, and (c) per element on each tensor's largest-gradient elements. The loss
+ * (~60) carries fp32 rounding of ~1e-5, i.e. FD noise ~1e-3 absolute; tolerances are set above it
+ * (2e-2 relative + 2e-3 absolute) and far below what a wrong gradient (O(1) relative) gives. */
+#include "tests/check.h"
+#include "core/mem.h"
+#include "core/model.h"
+#include "core/plan.h"
+#include "core/init.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static model_config cfg(void) {
+    model_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "fdtest");
+    c.vocab_size = 37; c.hidden_size = 16; c.intermediate_size = 24; c.num_hidden_layers = 2;
+    c.num_attention_heads = 4; c.num_key_value_heads = 2; c.rms_norm_eps = 1e-5; c.rope_theta = 10000;
+    c.max_position_embeddings = 64; c.initializer_range = 0.2;
+    return c;
+}
+
+enum { B = 2, T = 8 };
+static int32_t in[B * T], tg[B * T];
+static comm_group g1, g2;
+
+static void build(model_t *M, int ckpt) {
+    model_config c = cfg();
+    mesh_t m; char err[256];
+    mesh_init(&m, 1, 0, 1, err, sizeof err);
+    comm_null_group(&g1, 1, 0); comm_null_group(&g2, 1, 0);
+    model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = ckpt, .abytes = 4};
+    if (model_init(M, &c, &m, &g1, &g2, &ops_cpu, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); exit(1); }
+    model_init_params(M, 7);
+}
+
+static double loss_at(model_t *M) { return model_forward_loss(M, in, tg); }
+
+int main(void) {
+    cpu_blas_init();
+    for (int i = 0; i < B * T; i++) { in[i] = (int32_t)(init_splitmix64(i) % 37); tg[i] = (int32_t)(init_splitmix64(i + 100) % 37); }
+    mem_init(&ops_cpu, 0, 0);
+    model_t M;
+    build(&M, 0);
+    double L0 = model_forward_backward(&M, in, tg, 1.0f);
+    CHECK(isfinite(L0) && L0 > 0, "model_loss_finite", "loss %g", L0);
+    /* initial loss of a random model is about ln V per token */
+    CHECK(fabs(L0 / (B * T) - log(37.0)) < 1.0, "model_initial_loss_near_lnV", "mean loss %g vs ln 37 = %g", L0 / (B * T), log(37.0));
+    const mem_stats *ms = mem_get_stats();
+    uint64_t measured_peak = ms->total_peak, measured_cat[MEM_NCAT];
+    memcpy(measured_cat, ms->peak, sizeof measured_cat);
+
+    double eps = 1e-2;
+    uint64_t rng = 12345;
+    for (int ui = 0; ui < M.fsdp.n; ui++) {
+        fsdp_unit *u = &M.units[ui];
+        for (int k = 0; k < u->nseg; k++) {
+            fsdp_seg *s = &u->seg[k];
+            int64_t n = s->rows * s->cols;
+            float *p = u->p + s->off, *g = u->g + s->off;
+            double gn = 0;
+            for (int64_t e = 0; e < n; e++) gn += (double)g[e] * g[e];
+            gn = sqrt(gn);
+            char name[160];
+            /* directions: the gradient itself and a random one */
+            for (int dir = 0; dir < 2; dir++) {
+                double *uvec = malloc((size_t)n * sizeof(double)), un = 0, gu = 0;
+                for (int64_t e = 0; e < n; e++) {
+                    if (dir == 0) uvec[e] = g[e];
+                    else { rng = init_splitmix64(rng); uvec[e] = init_normal(99, rng, (uint64_t)e); }
+                    un += uvec[e] * uvec[e];
+                }
+                un = sqrt(un);
+                for (int64_t e = 0; e < n; e++) { uvec[e] /= un; gu += uvec[e] * g[e]; }
+                float *save = malloc((size_t)n * sizeof(float));
+                memcpy(save, p, (size_t)n * sizeof(float));
+                for (int64_t e = 0; e < n; e++) p[e] = (float)(save[e] + eps * uvec[e]);
+                double lp = loss_at(&M);
+                for (int64_t e = 0; e < n; e++) p[e] = (float)(save[e] - eps * uvec[e]);
+                double lm = loss_at(&M);
+                memcpy(p, save, (size_t)n * sizeof(float));
+                double fd = (lp - lm) / (2 * eps);
+                snprintf(name, sizeof name, "model_grad_%s_%s", dir ? "random_dir" : "grad_dir", s->name);
+                CHECK(fabs(fd - gu) <= 2e-2 * fabs(gu) + 2e-3 && (dir || gn > 1e-4), name,
+                      "fd %.6g vs analytic %.6g (|g| %.3g)", fd, gu, gn);
+                free(save); free(uvec);
+            }
+            /* the two largest-gradient elements, one by one */
+            for (int rep = 0; rep < 2; rep++) {
+                int64_t best = -1;
+                for (int64_t e = 0; e < n; e++)
+                    if (best < 0 || fabsf(g[e]) > fabsf(g[best])) { if (rep == 0 || e != 0) best = e; }
+                if (rep == 1) { /* second largest */
+                    int64_t b1 = best; best = -1;
+                    for (int64_t e = 0; e < n; e++) if (e != b1 && (best < 0 || fabsf(g[e]) > fabsf(g[best]))) best = e;
+                }
+                float save = p[best];
+                p[best] = save + (float)eps; double lp = loss_at(&M);
+                p[best] = save - (float)eps; double lm = loss_at(&M);
+                p[best] = save;
+                double fd = (lp - lm) / (2 * eps);
+                snprintf(name, sizeof name, "model_grad_elem%d_%s", rep, s->name);
+                CHECK(fabs(fd - g[best]) <= 2e-2 * fabs(g[best]) + 2e-3, name, "element %lld: fd %.6g vs analytic %.6g",
+                      (long long)best, fd, (double)g[best]);
+            }
+        }
+    }
+    /* checkpointing: identical gradients, lower activation peak */
+    int64_t total = 0;
+    for (int ui = 0; ui < M.fsdp.n; ui++) total += M.units[ui].shard;
+    float *g_ref = malloc((size_t)total * sizeof(float));
+    for (int ui = 0, o = 0; ui < M.fsdp.n; o += (int)M.units[ui].shard, ui++)
+        memcpy(g_ref + o, M.units[ui].g, (size_t)M.units[ui].shard * sizeof(float));
+    uint64_t act_peak = measured_cat[MEM_ACTIVATIONS];
+    model_free(&M);
+    mem_shutdown();
+    mem_init(&ops_cpu, 0, 0);
+    build(&M, 1);
+    double L1 = model_forward_backward(&M, in, tg, 1.0f);
+    int same = L1 == L0;
+    for (int ui = 0, o = 0; ui < M.fsdp.n; o += (int)M.units[ui].shard, ui++)
+        same &= !memcmp(g_ref + o, M.units[ui].g, (size_t)M.units[ui].shard * sizeof(float));
+    CHECK(same, "model_checkpointing_same_gradients", "loss %.9g vs %.9g or gradients differ", L1, L0);
+    CHECK(mem_get_stats()->peak[MEM_ACTIVATIONS] < act_peak, "model_checkpointing_lower_activations",
+          "activation peak %llu vs %llu", (unsigned long long)mem_get_stats()->peak[MEM_ACTIVATIONS], (unsigned long long)act_peak);
+    free(g_ref);
+    model_free(&M);
+    mem_shutdown();
+    /* the plan of the same step equals what was measured (the optimizer allocates nothing more) */
+    model_config c = cfg();
+    model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
+    mem_stats ps; char err[256];
+    int rc = plan_rank(&c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
+    CHECK(rc == 0 && ps.total_peak == measured_peak && !memcmp(ps.peak, measured_cat, sizeof measured_cat),
+          "model_plan_equals_measured", "planned %llu vs measured %llu", (unsigned long long)ps.total_peak,
+          (unsigned long long)measured_peak);
+    return check_exit();
+}
