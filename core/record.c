@@ -11,7 +11,7 @@
 int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!s) { snprintf(err, errlen, "%s: could not encode the JSON record", path); return -1; }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno)); free(s); return -1; }

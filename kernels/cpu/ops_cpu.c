@@ -1,0 +1,552 @@
+/* kernels/cpu/ops_cpu.c — the fp32 CPU backend of kernels/kernels.h (`ops_cpu`).
+ *
+ * What it is: every op of ops_t on host memory, single-threaded per rank (one MPI rank per core),
+ * GEMM-shaped work through OpenBLAS cblas_sgemm, the rest as plain loops written so that gcc can
+ * vectorise them. Attention is flash-style in what it keeps (only lse[B,H,T]), computed per
+ * (batch, head) and per block of query rows so that the masked upper triangle is never multiplied.
+ * What it is not: parallel (no threads, no collectives — one BLAS thread per rank, see
+ * cpu_blas_init), nor an allocator policy (dev_alloc is aligned malloc; core/mem does the tracking).
+ * The exact semantics of each op are documented in kernels/kernels.h; tests/test_kernels.c checks
+ * every op against naive double-precision references and every backward by finite differences.
+ */
+#include "kernels/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The element-wise loops below (exp, silu, AdamW, RoPE) only vectorise when gcc may if-convert
+ * comparisons, which it refuses under the default -ftrapping-math; we never inspect FP exception
+ * flags, so turning that off here changes no result. -O2 alone uses gcc 12's "very cheap"
+ * vectoriser, which skips any loop needing an epilogue. */
+#pragma GCC optimize("tree-vectorize", "no-trapping-math")
+
+/* ------------------------------------------------------------------------------------------ */
+/* helpers                                                                                    */
+
+/* exp(x) for float, branch-free so it vectorises (libm's expf does not without -ffast-math):
+ * Cephes' expf polynomial on x - n·ln2 with n = round(x/ln2), then scaled by 2^n through the
+ * exponent bits. Relative error about 2e-7 (two ulp) over the clamped range; inputs below -87.3
+ * give ~1e-38 rather than a denormal or 0, which no softmax here can tell apart; ±inf and NaN
+ * give NaN (only a diverged run produces them, and it is caught by its non-finite loss). */
+static inline float fexp(float x) {
+    /* clamp written as x + max(lo − x, 0) rather than x < lo ? lo : x: with the latter gcc folds
+       the whole function to a constant on the clamped arm and then evaluates the caller's
+       arithmetic on that constant in every vector lane, producing denormals (6x slower silu) */
+    float lo = -87.3f - x, hi = x - 88.3f;
+    x += lo > 0.0f ? lo : 0.0f;
+    x -= hi > 0.0f ? hi : 0.0f;
+    /* round to nearest integer: adding 1.5·2^23 pushes the fraction bits out */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    /* 2^n in two halves so that n = 128 (x near 88.3) does not overflow the exponent field */
+    int32_t ni = (int32_t)n;
+    int32_t n1 = ni / 2, n2 = ni - n1;
+    union { int32_t i; float f; } s1, s2;
+    s1.i = (n1 + 127) << 23;
+    s2.i = (n2 + 127) << 23;
+    return p * s1.f * s2.f;
+}
+
+/* The loops around fexp are the main non-GEMM cost (softmax, silu, cross-entropy): they get
+ * AVX-512 and AVX2 clones chosen at load time (ifunc), since the Makefile builds for baseline
+ * x86-64 (SSE2, 4 lanes). No FMA in any clone (-std=c11 keeps fp-contract off) and reductions
+ * keep their written order, so every clone gives the same bits. */
+#define SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* s[j] = mul·exp(s[j] − shift), in place: the softmax inner loop */
+SIMD_CLONES static void exp_shift_inplace(float *s, int n, float shift, float mul) {
+    for (int j = 0; j < n; j++) s[j] = mul * fexp(s[j] - shift);
+}
+
+/* sum a[i]*b[i] with eight float partial sums: vectorisable without reassociation flags and
+ * more accurate than one running float sum */
+static float dotf(const float *restrict a, const float *restrict b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) acc[u] += a[i + u] * b[i + u];
+    float s = 0.0f;
+    for (; i < n; i++) s += a[i] * b[i];
+    return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static float sumf(const float *restrict a, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) acc[u] += a[i + u];
+    float s = 0.0f;
+    for (; i < n; i++) s += a[i];
+    return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* eight running maxima: one running max is a chain of dependent maxss (4 cycles each) that
+ * made this loop the largest cost of attention_forward */
+static float maxf(const float *restrict a, int n) {
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) acc[u] = a[i + u] > acc[u] ? a[i + u] : acc[u];
+    float m = -INFINITY;
+    for (; i < n; i++) m = a[i] > m ? a[i] : m;
+    for (int u = 0; u < 8; u++) m = acc[u] > m ? acc[u] : m;
+    return m;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* matmul                                                                                     */
+
+static void cpu_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout,
+                               int accumulate) {
+    if (N <= 0 || Cout <= 0) return;
+    if (Cin <= 0) { /* empty sum: BLAS rejects lda = 0 */
+        if (!accumulate) memset(out, 0, (size_t)N * (size_t)Cout * sizeof(float));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, Cout, Cin, 1.0f, in, Cin, w, Cin,
+                accumulate ? 1.0f : 0.0f, out, Cout);
+}
+
+static void cpu_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w,
+                                int N, int Cin, int Cout) {
+    if (N <= 0 || Cin <= 0 || Cout <= 0) return;
+    if (din)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Cin, Cout, 1.0f, dout, Cout, w, Cin,
+                    1.0f, din, Cin);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Cout, Cin, N, 1.0f, dout, Cout, in, Cin,
+                    1.0f, dw, Cin);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* embedding (vocab-parallel: rows of the table this rank owns)                               */
+
+static void cpu_embedding_forward(float *restrict out, const int32_t *restrict tok, const float *restrict table,
+                                  int N, int C, int v_start, int v_count) {
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        int64_t r = (int64_t)tok[n] - v_start;
+        if (r >= 0 && r < v_count) memcpy(o, table + (size_t)r * C, (size_t)C * sizeof(float));
+        else memset(o, 0, (size_t)C * sizeof(float));
+    }
+}
+
+static void cpu_embedding_backward(float *restrict dtable, const float *restrict dout, const int32_t *restrict tok,
+                                   int N, int C, int v_start, int v_count) {
+    if (!dtable) return;
+    for (int n = 0; n < N; n++) {
+        int64_t r = (int64_t)tok[n] - v_start;
+        if (r < 0 || r >= v_count) continue;
+        float *d = dtable + (size_t)r * C;
+        const float *g = dout + (size_t)n * C;
+        for (int c = 0; c < C; c++) d[c] += g[c];
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RMSNorm                                                                                    */
+
+static void cpu_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
+                                const float *restrict w, int N, int C, float eps) {
+    for (int n = 0; n < N; n++) {
+        const float *xn = x + (size_t)n * C;
+        float *on = out + (size_t)n * C;
+        float r = 1.0f / sqrtf(dotf(xn, xn, C) / (float)C + eps);
+        rstd[n] = r;
+        for (int c = 0; c < C; c++) on[c] = xn[c] * r * w[c];
+    }
+}
+
+/* y = x·r·w with r = (mean(x²)+eps)^-1/2:  dx = r·(w⊙g) − x·r³/C·Σ(w⊙g⊙x),  dw = Σ_n g⊙x·r */
+static void cpu_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *restrict dout,
+                                 const float *restrict x, const float *restrict w, const float *restrict rstd,
+                                 int N, int C) {
+    for (int n = 0; n < N; n++) {
+        const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
+        float r = rstd[n];
+        if (dw)
+            for (int c = 0; c < C; c++) dw[c] += gn[c] * xn[c] * r;
+        if (dx) {
+            float *dn = dx + (size_t)n * C;
+            float acc[8] = {0};
+            int c = 0;
+            for (; c + 8 <= C; c += 8)
+                for (int u = 0; u < 8; u++) acc[u] += w[c + u] * gn[c + u] * xn[c + u];
+            float s = 0.0f;
+            for (; c < C; c++) s += w[c] * gn[c] * xn[c];
+            s += ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            float k = s * r * r * r / (float)C;
+            for (c = 0; c < C; c++) dn[c] += r * w[c] * gn[c] - k * xn[c];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RoPE (HF rotate_half)                                                                      */
+
+/* Frequencies are handled in chunks so that cos/sin live in stack arrays (kernels never allocate):
+ * each (t, i) pays for one cos and one sin, reused over every batch row and head. */
+#define ROPE_CHUNK 128
+
+/* sign = +1: forward rotation R; sign = -1: its transpose (backward). out may equal x. */
+static void rope_apply(float *out, const float *x, int B, int T, int nh, int hd, float theta, float sign) {
+    int half = hd / 2;
+    size_t row = (size_t)nh * hd;
+    double inv_freq[ROPE_CHUNK];
+    float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
+    for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
+        int m = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+        for (int i = 0; i < m; i++) inv_freq[i] = pow((double)theta, -2.0 * (double)(i0 + i) / (double)hd);
+        for (int t = 0; t < T; t++) {
+            for (int i = 0; i < m; i++) {
+                double a = (double)t * inv_freq[i];
+                cs[i] = (float)cos(a);
+                sn[i] = sign * (float)sin(a);
+            }
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < nh; h++) {
+                    size_t off = ((size_t)b * T + t) * row + (size_t)h * hd + i0;
+                    const float *x1 = x + off, *x2 = x + off + half;
+                    float *o1 = out + off, *o2 = out + off + half;
+                    for (int i = 0; i < m; i++) {
+                        float a1 = x1[i], a2 = x2[i];
+                        o1[i] = a1 * cs[i] - a2 * sn[i];
+                        o2[i] = a2 * cs[i] + a1 * sn[i];
+                    }
+                }
+        }
+    }
+    /* odd hd (never for Llama): the unpaired last element is passed through unrotated */
+    if (hd % 2 && out != x)
+        for (size_t n = 0; n < (size_t)B * T * nh; n++) out[n * hd + hd - 1] = x[n * hd + hd - 1];
+}
+
+static void cpu_rope_forward(float *out, const float *x, int B, int T, int nh, int hd, float theta) {
+    rope_apply(out, x, B, T, nh, hd, theta, 1.0f);
+}
+
+static void cpu_rope_backward(float *din, const float *dout, int B, int T, int nh, int hd, float theta) {
+    rope_apply(din, dout, B, T, nh, hd, theta, -1.0f);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* causal GQA attention                                                                       */
+
+/* Query rows are processed in blocks of ATT_BLOCK: block [r0,r1) only needs key columns [0,r1),
+ * so about half of the T×T score matrix (the masked triangle) is never computed. 64 measured best
+ * (32 equal, 128 and 256 slower) on tiny/small shapes. H % KV == 0 is the caller's contract
+ * (core/config validates it). */
+#define ATT_BLOCK 64
+
+static void cpu_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k,
+                                  const float *v, int B, int T, int H, int KV, int hd) {
+    if (B <= 0 || T <= 0 || H <= 0 || KV <= 0 || hd <= 0) return;
+    const int ldq = H * hd, ldk = KV * hd, group = H / KV;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *S = ws;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const int kh = h / group;
+            const float *Q = q + (size_t)b * T * ldq + (size_t)h * hd;
+            const float *K = k + (size_t)b * T * ldk + (size_t)kh * hd;
+            const float *V = v + (size_t)b * T * ldk + (size_t)kh * hd;
+            float *O = out + (size_t)b * T * ldq + (size_t)h * hd;
+            float *L = lse + ((size_t)b * H + h) * T;
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                const int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, M = r1 - r0;
+                float *Sb = S + (size_t)r0 * T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, r1, hd, scale, Q + (size_t)r0 * ldq, ldq,
+                            K, ldk, 0.0f, Sb, T);
+                for (int i = r0; i < r1; i++) {
+                    float *s = S + (size_t)i * T;
+                    const int n = i + 1;
+                    const float mx = maxf(s, n);
+                    exp_shift_inplace(s, n, mx, 1.0f);
+                    const float sum = sumf(s, n);
+                    const float inv = 1.0f / sum;
+                    for (int j = 0; j < n; j++) s[j] *= inv;
+                    for (int j = n; j < r1; j++) s[j] = 0.0f;
+                    L[i] = mx + logf(sum);
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, r1, 1.0f, Sb, T, V, ldk, 0.0f,
+                            O + (size_t)r0 * ldq, ldq);
+            }
+        }
+}
+
+/* With P = softmax(scale·QKᵀ) recomputed from lse:  dV += Pᵀ·dO,  dP = dO·Vᵀ,
+ * dS = P ⊙ (dP − rowsum(dO ⊙ O)),  dQ += scale·dS·K,  dK += scale·dSᵀ·Q. */
+static void cpu_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout,
+                                   const float *out, const float *lse, const float *q, const float *k,
+                                   const float *v, int B, int T, int H, int KV, int hd) {
+    if (B <= 0 || T <= 0 || H <= 0 || KV <= 0 || hd <= 0) return;
+    if (!dq && !dk && !dv) return;
+    const int ldq = H * hd, ldk = KV * hd, group = H / KV;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *P = ws, *dS = ws + (size_t)T * T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const int kh = h / group;
+            const size_t qo = (size_t)b * T * ldq + (size_t)h * hd, ko = (size_t)b * T * ldk + (size_t)kh * hd;
+            const float *Q = q + qo, *K = k + ko, *V = v + ko, *O = out + qo, *dO = dout + qo;
+            const float *L = lse + ((size_t)b * H + h) * T;
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                const int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, M = r1 - r0;
+                float *Pb = P + (size_t)r0 * T, *dSb = dS + (size_t)r0 * T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, r1, hd, scale, Q + (size_t)r0 * ldq, ldq,
+                            K, ldk, 0.0f, Pb, T);
+                for (int i = r0; i < r1; i++) {
+                    float *p = P + (size_t)i * T;
+                    const float li = L[i];
+                    exp_shift_inplace(p, i + 1, li, 1.0f);
+                    for (int j = i + 1; j < r1; j++) p[j] = 0.0f;
+                }
+                if (dv)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hd, M, 1.0f, Pb, T,
+                                dO + (size_t)r0 * ldq, ldq, 1.0f, dv + ko, ldk);
+                if (!dq && !dk) continue;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, r1, hd, 1.0f, dO + (size_t)r0 * ldq, ldq,
+                            V, ldk, 0.0f, dSb, T);
+                for (int i = r0; i < r1; i++) {
+                    const float *p = P + (size_t)i * T;
+                    float *ds = dS + (size_t)i * T;
+                    const float D = dotf(dO + (size_t)i * ldq, O + (size_t)i * ldq, hd);
+                    for (int j = 0; j <= i; j++) ds[j] = p[j] * (ds[j] - D);
+                    for (int j = i + 1; j < r1; j++) ds[j] = 0.0f;
+                }
+                if (dq)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, r1, scale, dSb, T, K, ldk, 1.0f,
+                                dq + qo + (size_t)r0 * ldq, ldq);
+                if (dk)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hd, M, scale, dSb, T,
+                                Q + (size_t)r0 * ldq, ldq, 1.0f, dk + ko, ldk);
+            }
+        }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* SwiGLU                                                                                     */
+
+SIMD_CLONES static void cpu_swiglu_forward(float *restrict out, const float *restrict gate, const float *restrict up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + fexp(-g)) * up[i];
+    }
+}
+
+/* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
+SIMD_CLONES static void cpu_swiglu_backward(float *restrict dgate, float *restrict dup, const float *restrict dout,
+                                const float *restrict gate, const float *restrict up, size_t n) {
+    if (dgate && dup)
+        for (size_t i = 0; i < n; i++) {
+            float g = gate[i], sg = 1.0f / (1.0f + fexp(-g));
+            dgate[i] += dout[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+            dup[i] += dout[i] * g * sg;
+        }
+    else if (dgate)
+        for (size_t i = 0; i < n; i++) {
+            float g = gate[i], sg = 1.0f / (1.0f + fexp(-g));
+            dgate[i] += dout[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+        }
+    else if (dup)
+        for (size_t i = 0; i < n; i++) {
+            float g = gate[i], sg = 1.0f / (1.0f + fexp(-g));
+            dup[i] += dout[i] * g * sg;
+        }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* vocab-parallel cross-entropy pieces                                                        */
+
+static void cpu_ce_rowmax(float *restrict mx, const float *restrict logits, int N, int Vloc, int v_valid) {
+    int nv = v_valid < Vloc ? v_valid : Vloc;
+    for (int n = 0; n < N; n++) mx[n] = nv > 0 ? maxf(logits + (size_t)n * Vloc, nv) : -INFINITY;
+}
+
+SIMD_CLONES static void cpu_ce_sumexp(float *restrict se, const float *restrict logits, const float *restrict mx, int N,
+                          int Vloc, int v_valid) {
+    int nv = v_valid < Vloc ? v_valid : Vloc;
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * Vloc, m = mx[n];
+        float acc[8] = {0};
+        int j = 0;
+        for (; j + 8 <= nv; j += 8)
+            for (int u = 0; u < 8; u++) acc[u] += fexp(l[j + u] - m);
+        float s = 0.0f;
+        for (; j < nv; j++) s += fexp(l[j] - m);
+        se[n] = s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    }
+}
+
+static void cpu_ce_target(float *restrict tl, const float *restrict logits, const int32_t *restrict tgt, int N,
+                          int Vloc, int v_start) {
+    for (int n = 0; n < N; n++) {
+        int64_t j = (int64_t)tgt[n] - v_start;
+        tl[n] = (j >= 0 && j < Vloc) ? logits[(size_t)n * Vloc + j] : 0.0f;
+    }
+}
+
+static void cpu_ce_loss(float *restrict loss, const float *restrict mx, const float *restrict se,
+                        const float *restrict tl, int N) {
+    for (int n = 0; n < N; n++) loss[n] = logf(se[n]) + mx[n] - tl[n];
+}
+
+/* no restrict on dlogits/logits: they may alias (the logits buffer becomes its own gradient) */
+SIMD_CLONES static void cpu_ce_backward(float *dlogits, const float *logits, const float *mx, const float *se,
+                            const int32_t *tgt, float scale, int N, int Vloc, int v_start, int v_valid) {
+    int nv = v_valid < Vloc ? v_valid : Vloc;
+    if (nv < 0) nv = 0;
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * Vloc;
+        float *d = dlogits + (size_t)n * Vloc;
+        const float m = mx[n], k = scale / se[n];
+        for (int j = 0; j < nv; j++) d[j] = k * fexp(l[j] - m);
+        for (int j = nv; j < Vloc; j++) d[j] = 0.0f;
+        int64_t jt = (int64_t)tgt[n] - v_start;
+        if (jt >= 0 && jt < nv) d[jt] -= scale;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* AdamW and small helpers                                                                    */
+
+/* PyTorch's single-tensor AdamW order: decay p·(1 − lr·wd) first, moments, then
+ * p −= (lr/bc1)·m / (sqrt(v)/sqrt(bc2) + eps). */
+SIMD_CLONES static void cpu_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n,
+                      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    const float decay = 1.0f - lr * wd, step = lr / bc1, bc2s = sqrtf(bc2);
+    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = beta1 * m[i] + a1 * gi;
+        float vi = beta2 * v[i] + a2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2s + eps);
+    }
+}
+
+static void cpu_add_inplace(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void cpu_scale_inplace(float *restrict y, float s, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] *= s;
+}
+
+/* four double partial sums: breaks the add latency chain without changing the precision class */
+static double cpu_sumsq(const float *restrict x, size_t n) {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a0 += (double)x[i] * x[i];
+        a1 += (double)x[i + 1] * x[i + 1];
+        a2 += (double)x[i + 2] * x[i + 2];
+        a3 += (double)x[i + 3] * x[i + 3];
+    }
+    for (; i < n; i++) a0 += (double)x[i] * x[i];
+    return (a0 + a1) + (a2 + a3);
+}
+
+static void cpu_zero(void *dst, size_t bytes) { if (bytes) memset(dst, 0, bytes); }
+/* memmove: "device to device" copies may be asked to overlap; on CPU that costs nothing extra */
+static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
+static void cpu_to_host(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
+static void cpu_from_host(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
+
+/* 64-byte alignment (cache line, AVX-512 width); a zero-byte request still gets a unique
+ * pointer so that NULL only ever means out of memory. aligned_alloc wants a multiple of 64. */
+static void *cpu_dev_alloc(size_t bytes) {
+    size_t rounded = bytes == 0 ? 64 : bytes + 63;
+    if (rounded < bytes) return NULL; /* overflow */
+    return aligned_alloc(64, rounded & ~(size_t)63);
+}
+static void cpu_dev_free(void *p) { free(p); }
+static void cpu_synchronize(void) {}
+
+const ops_t ops_cpu = {
+    .name = "cpu",
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rope_forward = cpu_rope_forward,
+    .rope_backward = cpu_rope_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .ce_rowmax = cpu_ce_rowmax,
+    .ce_sumexp = cpu_ce_sumexp,
+    .ce_target = cpu_ce_target,
+    .ce_loss = cpu_ce_loss,
+    .ce_backward = cpu_ce_backward,
+    .adamw = cpu_adamw,
+    .add_inplace = cpu_add_inplace,
+    .scale_inplace = cpu_scale_inplace,
+    .sumsq = cpu_sumsq,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .to_host = cpu_to_host,
+    .from_host = cpu_from_host,
+    .dev_alloc = cpu_dev_alloc,
+    .dev_free = cpu_dev_free,
+    .synchronize = cpu_synchronize,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* BLAS setup and the measured peak                                                           */
+
+void cpu_blas_init(void) { openblas_set_num_threads(1); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The CPU "peak" for MFU: n×n×n SGEMM repeated for about `seconds` after one warm-up call,
+ * 2n³ FLOPs per call. Scratch comes from malloc: it is a measurement, not engine memory.
+ * Returns 0 (with a line on stderr) when n is invalid or memory is short. */
+double cpu_sgemm_gflops(int n, double seconds) {
+    if (n <= 0) {
+        fprintf(stderr, "cpu_sgemm_gflops: n must be positive, got %d\n", n);
+        return 0.0;
+    }
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
+    if (!a || !b || !c) {
+        fprintf(stderr, "cpu_sgemm_gflops: cannot allocate 3 x %zu floats for n=%d\n", nn, n);
+        free(a); free(b); free(c);
+        return 0.0;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        a[i] = (float)((i * 7 + 3) % 17) * 0.01f;
+        b[i] = (float)((i * 5 + 1) % 13) * 0.01f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    long calls = 0;
+    double t0 = now_s(), t;
+    do {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        calls++;
+        t = now_s() - t0;
+    } while (t < seconds);
+    free(a); free(b); free(c);
+    return t > 0.0 ? 2.0 * (double)n * (double)n * (double)n * (double)calls / t * 1e-9 : 0.0;
+}
