@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# tests/t_memory.sh — design 6: the plan equals the measured tracked peak byte for byte (total and every
+# category, max over ranks) for every 8-rank mesh and 1x1 across batch sizes, sequence parallel on/off
+# and checkpointing on/off; the budget stops a run cleanly (exit 3, oom record); the planned max batch
+# runs and max+1 stops with oom; --plan of Llama 3.1 8B for every mesh; bad sizes.
+source "$(dirname "$0")/lib.sh"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+TR="$BUILD/train"
+COMMON=(--model tiny --seq-len 64 --steps 2 --log-every 100)
+
+plan_vs_run() { # NAME DP TP B EXTRA...
+  local name=$1 dp=$2 tp=$3 b=$4; shift 4
+  local w=$((dp * tp))
+  "$TR" --plan --world $w --tp $tp --batch-size $b "${COMMON[@]}" "$@" --out "$T/$name.plan.json" >/dev/null 2>"$T/$name.plan.err" \
+    || { fail "mem_plan_$name" "plan failed: $(cat "$T/$name.plan.err")"; return; }
+  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --batch-size $b "${COMMON[@]}" "$@" --out "$T/$name.run.json" >"$T/$name.log" 2>&1 \
+    || { fail "mem_plan_$name" "run failed: $(tail -3 "$T/$name.log" | tr '\n' ' ')"; return; }
+  /usr/bin/python3 - "$name" "$T/$name.plan.json" "$T/$name.run.json" <<'PY'
+import json, sys
+name, p, r = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+m = r["memory"]
+if p["peak"] == m["peak"] and p["by_category"] == m["by_category"] and m["peak"] > 0:
+    print(f"ok   mem_plan_equals_measured_{name}  ({m['peak']} bytes)")
+else:
+    print(f"FAIL mem_plan_equals_measured_{name}: planned {p['peak']} {p['by_category']} measured {m['peak']} {m['by_category']}")
+PY
+}
+plan_vs_run 1x1_b1 1 1 1
+plan_vs_run 1x1_b5_ckpt 1 1 5 --checkpoint-activations
+plan_vs_run 1x8_b2 1 8 2
+plan_vs_run 1x8_b3_nosp_ckpt 1 8 3 --no-sequence-parallel --checkpoint-activations
+plan_vs_run 2x4_b2 2 4 2
+plan_vs_run 2x4_b3_nosp 2 4 3 --no-sequence-parallel
+plan_vs_run 4x2_b1_ckpt 4 2 1 --checkpoint-activations
+plan_vs_run 4x2_b4_noprefetch 4 2 4 --no-prefetch
+plan_vs_run 8x1_b2 8 1 2
+plan_vs_run 8x1_b3_ckpt 8 1 3 --checkpoint-activations
+
+# checkpointing: same losses, lower activation peak (1 rank, 4 steps)
+"$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --out "$T/nock.json" 2>/dev/null
+"$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --checkpoint-activations --out "$T/ck.json" 2>/dev/null
+/usr/bin/python3 - "$T/nock.json" "$T/ck.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+la = [s["loss"] for s in a["steps"]]; lb = [s["loss"] for s in b["steps"]]
+ok = len(la) == 4 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(la, lb))
+print("ok   mem_checkpoint_same_losses" if ok else f"FAIL mem_checkpoint_same_losses: {la} vs {lb}")
+aa, ab = a["memory"]["by_category"]["activations"], b["memory"]["by_category"]["activations"]
+print(f"ok   mem_checkpoint_lower_activations  ({ab} < {aa})" if ab < aa else f"FAIL mem_checkpoint_lower_activations: {ab} vs {aa}")
+PY
+
+# max batch: the plan's max runs; max+1 stops with exit 3 and an oom record (two meshes)
+BUDGET=24MiB
+for mesh in "2 4" "8 1"; do
+  set -- $mesh; dp=$1; tp=$2; w=$((dp * tp)); name=${dp}x${tp}
+  "$TR" --plan --world $w --tp $tp --batch-size max --mem-budget $BUDGET "${COMMON[@]}" --out "$T/max$name.json" >/dev/null 2>&1
+  b=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_size'])" "$T/max$name.json" 2>/dev/null)
+  if [ -z "$b" ] || [ "$b" -lt 1 ]; then fail "mem_maxbatch_$name" "plan found no batch"; continue; fi
+  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --batch-size $b --mem-budget $BUDGET "${COMMON[@]}" --out "$T/fit$name.json" >"$T/fit$name.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && ok "mem_maxbatch_${name}_fits_b$b" || fail "mem_maxbatch_${name}_fits_b$b" "exit $rc: $(tail -2 "$T/fit$name.log")"
+  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --batch-size $((b + 1)) --mem-budget $BUDGET "${COMMON[@]}" --out "$T/oom$name.json" >"$T/oom$name.log" 2>&1
+  rc=$?
+  st=$(/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['status'], r['memory']['peak'] > 0, r['batch_size'])" "$T/oom$name.json" 2>/dev/null)
+  lines=$(grep -c "out of memory budget" "$T/oom$name.log")
+  if [ $rc -eq 3 ] && [ "$st" = "oom True $((b + 1))" ] && [ "$lines" -eq 1 ]; then ok "mem_maxbatch_${name}_plus1_oom"
+  else fail "mem_maxbatch_${name}_plus1_oom" "exit $rc, record '$st', $lines oom lines"; fi
+done
+
+# --plan for Llama 3.1 8B, seq 1024, bf16, every 8-rank mesh
+for tp in 8 4 2 1; do
+  start=$(date +%s%N)
+  out=$(timeout 20 "$TR" --plan --model llama3.1-8b --world 8 --tp $tp --seq-len 1024 --dtype bf16 --batch-size 4 2>&1); rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  if [ $rc -eq 0 ] && grep -q "^max(" <<<"$out" && [ "$(grep -c '^[0-7] ' <<<"$out")" -eq 8 ]; then ok "mem_plan_8b_tp$tp  (${ms} ms)"
+  else fail "mem_plan_8b_tp$tp" "exit $rc: $(head -c 300 <<<"$out")"; fi
+done
+out=$("$TR" --plan --model llama3.1-8b --world 8 --tp 2 --seq-len 1024 --dtype bf16 --batch-size max --mem-budget 80GB 2>&1)
+grep -q "max batch per DP rank: [1-9]" <<<"$out" && ok mem_plan_8b_maxbatch || fail mem_plan_8b_maxbatch "$out"
+
+# bad sizes and budgets
+for s in 12XB 96mib -1MiB MiB "" 1e400GiB; do
+  expect_exit "mem_bad_size_'$s'" 2 "not a size|empty value" -- "$TR" --plan --mem-budget "$s"
+done
+expect_exit mem_budget_below_state 3 "no batch size fits .*model state alone" -- "$TR" --plan --model llama3.1-8b --world 8 --tp 8 --seq-len 1024 --dtype bf16 --batch-size max --mem-budget 1GiB
+expect_exit mem_run_budget_below_state 3 "out of memory budget: params" -- "$TR" --steps 1 --mem-budget 100KiB --out "$T/tiny.json"
+/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r['status']=='oom' else 1)" "$T/tiny.json" \
+  && ok mem_oom_record_written || fail mem_oom_record_written "no oom record"
