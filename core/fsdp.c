@@ -18,7 +18,12 @@ void fsdp_add_seg(fsdp_unit *u, const char *name, int64_t rows, int64_t cols, in
     u->numel += rows * cols;
 }
 
+/* dp = 1 in fp32: the gathered view is the parameter buffer itself; otherwise a gathered copy
+ * (all-gathered over dp, or, for dp = 1 in bf16, the bf16 compute copy) is allocated per use */
+static int aliased(const fsdp_t *f) { return f->dp->size == 1 && f->gather_bytes == 4; }
+
 void fsdp_alloc_state(fsdp_t *f) {
+    if (!f->gather_bytes) f->gather_bytes = 4;
     int dp = f->dp->size;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
@@ -29,16 +34,16 @@ void fsdp_alloc_state(fsdp_t *f) {
         u->g = mem_calloc(MEM_GRADS, b);
         u->m = mem_calloc(MEM_OPTIMIZER, b);
         u->v = mem_calloc(MEM_OPTIMIZER, b);
-        u->full = dp == 1 ? u->p : NULL;
+        u->full = aliased(f) ? u->p : NULL;
         u->full_g = NULL;
-        u->state = dp == 1 ? 2 : 0;
+        u->state = aliased(f) ? 2 : 0;
     }
 }
 
 void fsdp_free_state(fsdp_t *f) {
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
-        if (f->dp->size > 1) fsdp_release(f, i);
+        if (!aliased(f)) fsdp_release(f, i);
         mem_free(u->p); mem_free(u->g); mem_free(u->m); mem_free(u->v);
         u->p = u->g = u->m = u->v = u->full = NULL;
     }
@@ -74,7 +79,7 @@ void fsdp_gather_start(fsdp_t *f, int i) {
     if (i < 0 || i >= f->n) return;
     fsdp_unit *u = &f->u[i];
     if (u->state != 0) return;
-    u->full = mem_alloc(MEM_GATHERED, (size_t)u->padded * sizeof(float));
+    u->full = mem_alloc(MEM_GATHERED, (size_t)u->padded * f->gather_bytes);
     if (f->prefetch) comm_all_gather_start(f->dp, &u->req, u->full, u->p, (size_t)u->shard);
     else comm_all_gather(f->dp, u->full, u->p, (size_t)u->shard);
     u->state = f->prefetch ? 1 : 2;
@@ -88,7 +93,7 @@ void fsdp_gather_wait(fsdp_t *f, int i) {
 
 void fsdp_release(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
-    if (f->dp->size == 1) return;
+    if (aliased(f)) return;
     if (u->state == 1) comm_wait(&u->req);
     if (u->state != 0) { mem_free(u->full); u->full = NULL; u->state = 0; }
 }

@@ -46,6 +46,7 @@ typedef struct fsdp {
     comm_group *dp;
     const ops_t *ops;
     int prefetch;
+    int gather_bytes;       /* bytes per element of gathered compute copies: 4 (fp32) or 2 (bf16, planning) */
 } fsdp_t;
 
 /* append a segment to a unit (offsets computed here) */

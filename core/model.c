@@ -76,7 +76,8 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
     add_root_unit(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = M->L + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch};
+    M->fsdp = (fsdp_t){.n = M->L + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
+                      .gather_bytes = o->abytes};
     fsdp_alloc_state(&M->fsdp);
     return 0;
 }

@@ -45,3 +45,13 @@ run_mesh 2x4_nosp 2 4 --no-sequence-parallel
 run_mesh 4x2_noprefetch 4 2 --no-prefetch
 run_mesh 2x2_nosp_noprefetch 2 2 --no-sequence-parallel --no-prefetch
 run_mesh 2x2_ckpt 2 2 --checkpoint-activations
+# a KJV training run on the 2x4 mesh learns as the 1-rank run does (30 steps, same global batch)
+"$BUILD/train" "${COMMON[@]}" --steps 30 --batch-size 8 --out "$T/long1.json" 2>/dev/null
+"${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --steps 30 --tp 4 --batch-size 4 --out "$T/long8.json" >/dev/null 2>&1
+/usr/bin/python3 tests/tools/compare.py runs mesh_2x4_kjv_30_steps "$T/long1.json" "$T/long8.json" 1e-4 1e-3
+/usr/bin/python3 - "$T/long8.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+a = sum(x["loss"] for x in s[:3]) / 3; b = sum(x["loss"] for x in s[-3:]) / 3
+print(f"ok   mesh_2x4_kjv_loss_decreases  ({a:.3f} -> {b:.3f})" if b < a - 1.0 else f"FAIL mesh_2x4_kjv_loss_decreases: {a:.3f} -> {b:.3f}")
+PY

@@ -51,6 +51,28 @@ PY
 /usr/bin/python3 tests/tools/compare.py same train_save_init_roundtrip "$T/a.st" "$T/b.st"
 "${MPIRUN[@]}" -np 4 "$TR" --tp 2 --steps 0 --init "$T/a.st" --save "$T/c.st" >/dev/null 2>&1
 /usr/bin/python3 tests/tools/compare.py same train_save_init_roundtrip_2x2 "$T/a.st" "$T/c.st"
+# BF16 safetensors load as their fp32 widening: convert a.st to BF16 (truncating the low 16 bits),
+# init from it, save, and compare with the truncated values exactly
+/usr/bin/python3 - "$T/a.st" "$T/a16.st" "$T/a16ref.st" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]; hdr = json.loads(raw[8:8+n]); data = raw[8+n:]
+hdr.pop("__metadata__", None)
+def write(path, dt, conv):
+    out, blob, off = {}, b"", 0
+    for k, v in hdr.items():
+        b, e = v["data_offsets"]
+        vals = struct.unpack(f"<{(e-b)//4}I", data[b:e])
+        d = conv(vals)
+        out[k] = {"dtype": dt, "shape": v["shape"], "data_offsets": [off, off + len(d)]}
+        blob += d; off += len(d)
+    h = json.dumps(out).encode(); h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + blob)
+write(sys.argv[2], "BF16", lambda v: struct.pack(f"<{len(v)}H", *[x >> 16 for x in v]))
+write(sys.argv[3], "F32", lambda v: struct.pack(f"<{len(v)}I", *[x & 0xFFFF0000 for x in v]))
+PY
+"$TR" --steps 0 --init "$T/a16.st" --save "$T/a16out.st" 2>/dev/null
+/usr/bin/python3 tests/tools/compare.py same train_init_bf16 "$T/a16ref.st" "$T/a16out.st"
 # a run from --init continues the same trajectory as one that never stopped: the step-1 loss of a
 # run initialised from the seed's parameters equals the seeded run's step-1 loss
 "$TR" --steps 0 --save "$T/seed.st" 2>/dev/null
