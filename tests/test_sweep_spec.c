@@ -1,0 +1,379 @@
+/* tests/test_sweep_spec.c — the sweep spec parser (core/sweep_spec.c): every kind of bad spec is
+ * rejected with one line naming its key, good specs give the right fields and defaults, the argv of
+ * a launch passes spec strings through untouched; plus the process-control pieces the runner is
+ * built on (core/sweep_launch.c: exit codes, timeout, exec failure, atomic writes, log tails).
+ * Not the end-to-end sweep (tests/t_sweep.sh). */
+#include "core/sweep_launch.h"
+#include "core/sweep_spec.h"
+#include "tests/check.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+
+/* A valid spec with one key replaced (or removed when value is NULL, or added when absent). */
+static char *spec_with(const char *key, const char *value_json) {
+    const char *base =
+        "{\"name\": \"t\", \"world\": 8, \"meshes\": [\"1x8\", \"2x4\", \"4x2\", \"8x1\"], \"model\": \"tiny\","
+        " \"seq_len\": 64, \"steps\": 4, \"lr\": 0.003, \"mem_budget\": \"96MiB\", \"batch_size\": \"max\","
+        " \"data\": \"build/data/kjv/train.bin\", \"timeout_s\": 60}";
+    json_t *o = json_loads(base, 0, NULL);
+    if (key) {
+        if (value_json) {
+            json_t *v = json_loads(value_json, JSON_DECODE_ANY, NULL);
+            if (!v) {
+                fprintf(stderr, "bad test value %s\n", value_json);
+                exit(1);
+            }
+            json_object_set_new(o, key, v);
+        } else {
+            json_object_del(o, key);
+        }
+    }
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+/* Expect a parse error whose message starts with prefix. */
+static void expect_error(const char *name, const char *text, const char *prefix) {
+    sweep_spec s;
+    char err[512] = "";
+    int rc = sweep_spec_parse(text, &s, err, sizeof err);
+    int ok = rc == -1 && strncmp(err, prefix, strlen(prefix)) == 0 && !strchr(err, '\n');
+    CHECK(ok, name, "rc %d, message '%s', want a line starting with '%s'", rc, err, prefix);
+    if (rc == 0) sweep_spec_free(&s);
+}
+
+static void expect_key_error(const char *name, const char *key, const char *value, const char *prefix) {
+    char *t = spec_with(key, value);
+    expect_error(name, t, prefix);
+    free(t);
+}
+
+static int argv_has(const sweep_argv *a, const char *x) {
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], x) == 0) return 1;
+    return 0;
+}
+
+static const char *argv_after(const sweep_argv *a, const char *opt) {
+    for (int i = 0; i + 1 < a->n; i++)
+        if (strcmp(a->v[i], opt) == 0) return a->v[i + 1];
+    return NULL;
+}
+
+static void test_good(void) {
+    sweep_spec s;
+    char err[512] = "";
+    char *t = spec_with(NULL, NULL);
+    int rc = sweep_spec_parse(t, &s, err, sizeof err);
+    free(t);
+    CHECK(rc == 0, "spec_valid_parses", "rc %d: %s", rc, err);
+    if (rc) return;
+    CHECK(s.world == 8 && s.n_meshes == 4 && s.meshes[1].dp == 2 && s.meshes[1].tp == 4 &&
+              strcmp(s.meshes[3].name, "8x1") == 0,
+          "spec_meshes", "world %d n %d", s.world, s.n_meshes);
+    CHECK(s.batch_mode == SWEEP_BATCH_MAX && s.mem_budget_bytes == 96ull << 20, "spec_max_budget", "mode %d bytes %llu",
+          s.batch_mode, (unsigned long long)s.mem_budget_bytes);
+    CHECK(s.n_launcher == 4 && strcmp(s.launcher[0], "mpirun") == 0 && strcmp(s.launcher[3], "{world}") == 0,
+          "spec_default_launcher", "n %d", s.n_launcher);
+    CHECK(strcmp(s.backend, "cpu") == 0 && strcmp(s.results_dir, "results") == 0 && s.eval_every == 0 &&
+              s.timeout_s == 60 && s.sequence_parallel == -1 && s.warmup == -1 && !s.has_seed,
+          "spec_defaults", "backend %s results %s eval_every %d", s.backend, s.results_dir, s.eval_every);
+
+    /* argv of a run: launcher with {world}, spec strings untouched, one element each */
+    sweep_argv a = {0};
+    rc = sweep_train_argv(&s, &s.meshes[1], SWEEP_ARGV_RUN, 7, "build/train", "out dir/x.json", &a);
+    CHECK(rc == 0 && strcmp(a.v[0], "mpirun") == 0 && strcmp(a.v[3], "8") == 0 && strcmp(a.v[4], "build/train") == 0 &&
+              a.v[a.n] == NULL,
+          "argv_launcher_world", "rc %d argv[3] %s", rc, a.n > 3 ? a.v[3] : "?");
+    CHECK(argv_after(&a, "--tp") && strcmp(argv_after(&a, "--tp"), "4") == 0 && strcmp(argv_after(&a, "--batch-size"), "7") == 0 &&
+              strcmp(argv_after(&a, "--steps"), "4") == 0 && strcmp(argv_after(&a, "--mem-budget"), "96MiB") == 0 &&
+              strcmp(argv_after(&a, "--out"), "out dir/x.json") == 0 && strcmp(argv_after(&a, "--lr"), "0.003") == 0 &&
+              !argv_has(&a, "--plan"),
+          "argv_run_options", "tp %s", argv_after(&a, "--tp"));
+    sweep_argv_free(&a);
+    rc = sweep_train_argv(&s, &s.meshes[0], SWEEP_ARGV_PLAN, 0, "build/train", "p.json", &a);
+    CHECK(rc == 0 && strcmp(a.v[0], "build/train") == 0 && argv_has(&a, "--plan") &&
+              strcmp(argv_after(&a, "--world"), "8") == 0 && strcmp(argv_after(&a, "--batch-size"), "max") == 0 &&
+              strcmp(argv_after(&a, "--tp"), "8") == 0 && !argv_has(&a, "--steps") && !argv_has(&a, "mpirun"),
+          "argv_plan", "argv[0] %s", a.n ? a.v[0] : "?");
+    sweep_argv_free(&a);
+    sweep_spec_free(&s);
+
+    /* every optional key, shell syntax in strings, eval, a custom launcher */
+    const char *full =
+        "{\"name\": \"full.x-1\", \"world\": 4, \"meshes\": [\"4x1\", \"1x4\"], \"model\": \"cfg dir/config.json\","
+        " \"seq_len\": 32, \"steps\": 10, \"lr\": 1, \"batch_size\": {\"4x1\": 3, \"1x4\": 5},"
+        " \"data\": \"x; touch /tmp/pwned\", \"eval_data\": \"$(id).bin\", \"backend\": \"cuda\","
+        " \"launcher\": [\"srun\", \"-n{world}\", \"--x={world}{world}\"], \"timeout_s\": 1.5, \"seed\": 7,"
+        " \"schedule\": \"cosine\", \"warmup\": 2, \"grad_clip\": 0, \"weight_decay\": 0.05,"
+        " \"sequence_parallel\": false, \"prefetch\": false, \"checkpoint_activations\": true,"
+        " \"extra_args\": [\"--dtype\", \"fp32\"], \"results_dir\": \"/tmp/r\"}";
+    rc = sweep_spec_parse(full, &s, err, sizeof err);
+    CHECK(rc == 0, "spec_full_parses", "%s", err);
+    if (rc) return;
+    CHECK(s.batch_mode == SWEEP_BATCH_FIXED && s.meshes[0].batch_size == 3 && s.meshes[1].batch_size == 5 &&
+              s.eval_every == 10 && !s.mem_budget,
+          "spec_batch_object", "b %d %d eval_every %d", s.meshes[0].batch_size, s.meshes[1].batch_size, s.eval_every);
+    rc = sweep_train_argv(&s, &s.meshes[1], SWEEP_ARGV_RUN, 5, "/abs/train", "o.json", &a);
+    CHECK(rc == 0 && strcmp(a.v[0], "srun") == 0 && strcmp(a.v[1], "-n4") == 0 && strcmp(a.v[2], "--x=44") == 0,
+          "argv_launcher_substitution", "%s %s %s", a.v[0], a.v[1], a.v[2]);
+    CHECK(argv_after(&a, "--data") && strcmp(argv_after(&a, "--data"), "x; touch /tmp/pwned") == 0 &&
+              strcmp(argv_after(&a, "--eval-data"), "$(id).bin") == 0 &&
+              strcmp(argv_after(&a, "--model"), "cfg dir/config.json") == 0,
+          "argv_shell_syntax_verbatim", "data '%s'", argv_after(&a, "--data"));
+    CHECK(argv_has(&a, "--no-sequence-parallel") && argv_has(&a, "--no-prefetch") &&
+              argv_has(&a, "--checkpoint-activations") && strcmp(argv_after(&a, "--seed"), "7") == 0 &&
+              strcmp(argv_after(&a, "--schedule"), "cosine") == 0 && strcmp(argv_after(&a, "--warmup"), "2") == 0 &&
+              strcmp(argv_after(&a, "--grad-clip"), "0") == 0 && strcmp(argv_after(&a, "--dtype"), "fp32") == 0 &&
+              strcmp(argv_after(&a, "--backend"), "cuda") == 0 && strcmp(argv_after(&a, "--eval-every"), "10") == 0 &&
+              !argv_has(&a, "--mem-budget"),
+          "argv_optional_flags", "argc %d", a.n);
+    sweep_argv_free(&a);
+    rc = sweep_train_argv(&s, &s.meshes[1], SWEEP_ARGV_PROBE, 6, "/abs/train", "o.json", &a);
+    CHECK(rc == 0 && strcmp(argv_after(&a, "--steps"), "2") == 0 && !argv_has(&a, "--eval-data") &&
+              strcmp(argv_after(&a, "--batch-size"), "6") == 0,
+          "argv_probe_short_no_eval", "steps %s", argv_after(&a, "--steps"));
+    sweep_argv_free(&a);
+    sweep_spec_free(&s);
+
+    /* global batch: batch per DP rank = G / dp */
+    char *g = spec_with("batch_size", NULL);
+    json_t *o = json_loads(g, 0, NULL);
+    free(g);
+    json_object_set_new(o, "global_batch", json_integer(16));
+    g = json_dumps(o, 0);
+    json_decref(o);
+    rc = sweep_spec_parse(g, &s, err, sizeof err);
+    free(g);
+    CHECK(rc == 0 && s.batch_mode == SWEEP_BATCH_GLOBAL && s.meshes[0].batch_size == 16 &&
+              s.meshes[1].batch_size == 8 && s.meshes[2].batch_size == 4 && s.meshes[3].batch_size == 2,
+          "spec_global_batch_split", "rc %d %s", rc, err);
+    if (rc == 0) sweep_spec_free(&s);
+}
+
+static void test_errors(void) {
+    expect_error("err_invalid_json", "{\"name\": ", "spec: invalid JSON");
+    expect_error("err_duplicate_key", "{\"name\": \"a\", \"name\": \"b\"}", "spec: invalid JSON");
+    expect_error("err_top_level_array", "[1, 2]", "spec:");
+    expect_key_error("err_unknown_key", "batchsize", "4", "batchsize: unknown key");
+    expect_key_error("err_unknown_key_newline", "a\nb", "4", "a?b: unknown key"); /* still one line */
+    expect_key_error("err_mesh_newline", "meshes", "[\"1\\nx8\"]", "meshes[0]: \"1?x8\"");
+    static const char *required[] = {"name", "world", "meshes", "model", "seq_len", "steps", "lr", "data"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        char name[64], prefix[64];
+        snprintf(name, sizeof name, "err_missing_%s", required[i]);
+        snprintf(prefix, sizeof prefix, "%s: missing required key", required[i]);
+        expect_key_error(name, required[i], NULL, prefix);
+    }
+    expect_key_error("err_missing_batch", "batch_size", NULL, "batch_size: missing");
+    expect_key_error("err_both_batches", "global_batch", "8", "global_batch: cannot be given together");
+    expect_key_error("err_world_string", "world", "\"8\"", "world:");
+    expect_key_error("err_world_zero", "world", "0", "world:");
+    expect_key_error("err_steps_real", "steps", "1.5", "steps:");
+    expect_key_error("err_seq_len_negative", "seq_len", "-64", "seq_len:");
+    expect_key_error("err_lr_string", "lr", "\"3e-3\"", "lr:");
+    expect_key_error("err_lr_zero", "lr", "0", "lr:");
+    expect_key_error("err_meshes_string", "meshes", "\"1x8\"", "meshes:");
+    expect_key_error("err_meshes_empty", "meshes", "[]", "meshes:");
+    static const char *bad_meshes[] = {"\"3x\"", "\"0x8\"", "\"2x4x1\"", "\"x8\"", "\"2X4\"", "\" 2x4\"",
+                                       "\"2x4 \"", "\"+2x4\"", "\"-2x-4\"", "\"02x4\"", "\"2.0x4\"", "8", "\"\""};
+    for (size_t i = 0; i < sizeof bad_meshes / sizeof bad_meshes[0]; i++) {
+        char v[64], name[64];
+        snprintf(v, sizeof v, "[%s, \"2x4\", \"4x2\", \"8x1\"]", bad_meshes[i]);
+        snprintf(name, sizeof name, "err_mesh_syntax_%zu", i);
+        expect_key_error(name, "meshes", v, "meshes[0]:");
+    }
+    expect_key_error("err_mesh_product", "meshes", "[\"1x8\", \"2x2\"]", "meshes[1]: \"2x2\" has dp*tp = 4, but world is 8");
+    expect_key_error("err_mesh_duplicate", "meshes", "[\"1x8\", \"2x4\", \"1x8\"]", "meshes[2]:");
+    expect_key_error("err_mem_budget_syntax", "mem_budget", "\"lots\"", "mem_budget:");
+    expect_key_error("err_mem_budget_number", "mem_budget", "96", "mem_budget:");
+    expect_key_error("err_mem_budget_zero", "mem_budget", "\"0MiB\"", "mem_budget:");
+    expect_key_error("err_max_needs_budget", "mem_budget", NULL, "mem_budget: required");
+    expect_key_error("err_batch_string", "batch_size", "\"maximum\"", "batch_size:");
+    expect_key_error("err_batch_zero", "batch_size", "0", "batch_size:");
+    expect_key_error("err_batch_real", "batch_size", "2.5", "batch_size:");
+    expect_key_error("err_batch_object_missing", "batch_size", "{\"1x8\": 1, \"2x4\": 2, \"4x2\": 3}",
+                     "batch_size.8x1: missing");
+    expect_key_error("err_batch_object_unknown_mesh", "batch_size",
+                     "{\"1x8\": 1, \"2x4\": 2, \"4x2\": 3, \"8x1\": 4, \"3x3\": 1}", "batch_size.3x3:");
+    expect_key_error("err_batch_object_value", "batch_size", "{\"1x8\": \"4\", \"2x4\": 2, \"4x2\": 3, \"8x1\": 4}",
+                     "batch_size.1x8:");
+    static const char *bad_names[] = {"\"../x\"", "\".\"", "\"..\"", "\"a/b\"", "\"\"", "\"a b\"", "\"x;rm\"", "7"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "err_name_%zu", i);
+        expect_key_error(name, "name", bad_names[i], "name:");
+    }
+    expect_key_error("err_data_empty", "data", "\"\"", "data:");
+    expect_key_error("err_data_array", "data", "[\"a\"]", "data:");
+    expect_key_error("err_eval_every_without_data", "eval_every", "5", "eval_every: needs eval_data");
+    expect_key_error("err_eval_every_negative", "eval_every", "-1", "eval_every:");
+    expect_key_error("err_backend", "backend", "\"tpu\"", "backend:");
+    expect_key_error("err_launcher_type", "launcher", "\"mpirun -np 8\"", "launcher:");
+    expect_key_error("err_launcher_elem", "launcher", "[\"mpirun\", 8]", "launcher[1]:");
+    expect_key_error("err_timeout_zero", "timeout_s", "0", "timeout_s:");
+    expect_key_error("err_timeout_string", "timeout_s", "\"60\"", "timeout_s:");
+    expect_key_error("err_seed_negative", "seed", "-1", "seed:");
+    expect_key_error("err_schedule", "schedule", "\"linear\"", "schedule:");
+    expect_key_error("err_warmup_real", "warmup", "1.5", "warmup:");
+    expect_key_error("err_grad_clip_negative", "grad_clip", "-1", "grad_clip:");
+    expect_key_error("err_weight_decay_string", "weight_decay", "\"0.1\"", "weight_decay:");
+    expect_key_error("err_sp_string", "sequence_parallel", "\"yes\"", "sequence_parallel:");
+    expect_key_error("err_prefetch_int", "prefetch", "1", "prefetch:");
+    expect_key_error("err_ckpt_null", "checkpoint_activations", "null", "checkpoint_activations:");
+    expect_key_error("err_extra_args_string", "extra_args", "\"--dtype fp32\"", "extra_args:");
+    expect_key_error("err_results_dir_empty", "results_dir", "\"\"", "results_dir:");
+    /* global batch that a mesh's dp does not divide */
+    char *g = spec_with("batch_size", NULL);
+    json_t *o = json_loads(g, 0, NULL);
+    free(g);
+    json_object_set_new(o, "global_batch", json_integer(12));
+    g = json_dumps(o, 0);
+    json_decref(o);
+    expect_error("err_global_batch_divides", g, "global_batch: 12 is not divisible by dp = 8 of mesh 8x1");
+    free(g);
+
+    sweep_spec s;
+    char err[256];
+    int rc = sweep_spec_load("/nonexistent/spec.json", &s, err, sizeof err);
+    CHECK(rc == -2 && strstr(err, "cannot open"), "err_missing_file", "rc %d %s", rc, err);
+}
+
+static void test_helpers(void) {
+    int dp = 0, tp = 0;
+    CHECK(sweep_parse_mesh("12x3", &dp, &tp) == 0 && dp == 12 && tp == 3, "mesh_parse_ok", "%d %d", dp, tp);
+    CHECK(sweep_parse_mesh("1x", &dp, &tp) != 0 && sweep_parse_mesh("", &dp, &tp) != 0 &&
+              sweep_parse_mesh("1x1x1", &dp, &tp) != 0 && sweep_parse_mesh("99999999x1", &dp, &tp) != 0,
+          "mesh_parse_rejects", "accepted a bad mesh");
+    CHECK(sweep_name_valid("default") && sweep_name_valid("llama3.1-8b_8xH100") && sweep_name_valid("..a") &&
+              !sweep_name_valid("..") && !sweep_name_valid(".") && !sweep_name_valid("a/b") && !sweep_name_valid(""),
+          "name_valid", "wrong verdict");
+    /* every spec in sweeps/ parses (tests run from the repository root) */
+    DIR *d = opendir("sweeps");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+        char path[512], name[300], err[512] = "";
+        snprintf(path, sizeof path, "sweeps/%s", e->d_name);
+        snprintf(name, sizeof name, "sweeps_parse_%s", e->d_name);
+        sweep_spec s;
+        int rc = sweep_spec_load(path, &s, err, sizeof err);
+        CHECK(rc == 0, name, "%s", err);
+        if (rc == 0) sweep_spec_free(&s);
+        n++;
+    }
+    if (d) closedir(d);
+    CHECK(n >= 4, "sweeps_present", "found %d specs in sweeps/", n);
+}
+
+/* Running (a zombie left to an init that does not reap counts as gone). */
+static int alive(long pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+static void test_launch(void) {
+    char dir[] = "/tmp/test_sweep_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "launch_tmpdir", "mkdtemp failed");
+        return;
+    }
+    char log[256];
+    snprintf(log, sizeof log, "%s/log", dir);
+    sweep_launch_result r;
+
+    char *a1[] = {"sh", "-c", "echo hello; echo oops >&2; exit 3", NULL};
+    sweep_launch_opts o = {.argv = a1, .log_path = log, .timeout_s = 30};
+    int rc = sweep_launch(&o, &r);
+    char tail[256];
+    sweep_tail_lines(log, 2, tail, sizeof tail);
+    CHECK(rc == 0 && r.outcome == SWEEP_LAUNCH_EXITED && r.exit_code == 3, "launch_exit_code", "rc %d outcome %d code %d",
+          rc, r.outcome, r.exit_code);
+    CHECK(strcmp(tail, "hello\noops") == 0, "launch_log_both_streams", "tail '%s'", tail);
+
+    const char *env[] = {"SWEEP_TEST_X=from runner", NULL};
+    char *a2[] = {"sh", "-c", "echo \"$SWEEP_TEST_X\"", NULL};
+    sweep_launch_opts o2 = {.argv = a2, .log_path = log, .timeout_s = 30, .env = env};
+    rc = sweep_launch(&o2, &r);
+    sweep_tail_lines(log, 1, tail, sizeof tail);
+    CHECK(rc == 0 && r.exit_code == 0 && strcmp(tail, "from runner") == 0, "launch_env", "tail '%s'", tail);
+
+    /* a child that ignores SIGTERM and leaves a grandchild: both must be gone after the timeout */
+    char pidfile[300];
+    snprintf(pidfile, sizeof pidfile, "%s/gc.pid", dir);
+    char script[600];
+    snprintf(script, sizeof script, "trap '' TERM; sleep 60 & echo $! > %s; wait; sleep 60", pidfile);
+    char *a3[] = {"sh", "-c", script, NULL};
+    sweep_launch_opts o3 = {.argv = a3, .log_path = log, .timeout_s = 0.5, .term_grace_s = 0.5};
+    rc = sweep_launch(&o3, &r);
+    CHECK(rc == 0 && r.outcome == SWEEP_LAUNCH_TIMEOUT && r.elapsed_s < 5, "launch_timeout_kills",
+          "rc %d outcome %d elapsed %.1f", rc, r.outcome, r.elapsed_s);
+    FILE *f = fopen(pidfile, "r");
+    long gc = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &gc) != 1) gc = 0;
+        fclose(f);
+    }
+    usleep(100000);
+    CHECK(gc > 0 && !alive(gc), "launch_timeout_kills_group", "grandchild %ld still alive", gc);
+
+    char *a4[] = {"/nonexistent/program", "x", NULL};
+    sweep_launch_opts o4 = {.argv = a4, .log_path = log, .timeout_s = 5};
+    rc = sweep_launch(&o4, &r);
+    CHECK(rc == -1 && r.outcome == SWEEP_LAUNCH_EXEC_FAILED && strstr(r.error, "/nonexistent/program"),
+          "launch_exec_failure", "rc %d outcome %d '%s'", rc, r.outcome, r.error);
+
+    char badlog[300];
+    snprintf(badlog, sizeof badlog, "%s/no/such/dir/log", dir);
+    sweep_launch_opts o5 = {.argv = a1, .log_path = badlog, .timeout_s = 5};
+    rc = sweep_launch(&o5, &r);
+    CHECK(rc == -1 && r.outcome == SWEEP_LAUNCH_IO_ERROR, "launch_log_io_error", "rc %d outcome %d", rc, r.outcome);
+
+    char path[300];
+    snprintf(path, sizeof path, "%s/a.json", dir);
+    rc = sweep_write_atomic(path, "{}\n", 3);
+    int entries = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp")) entries++;
+    if (d) closedir(d);
+    f = fopen(path, "r");
+    char buf[8] = "";
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+        fclose(f);
+    }
+    CHECK(rc == 0 && entries == 0 && strcmp(buf, "{}\n") == 0, "write_atomic", "rc %d temps %d content '%s'", rc,
+          entries, buf);
+    snprintf(path, sizeof path, "%s/missing/a.json", dir);
+    CHECK(sweep_write_atomic(path, "x", 1) == -1, "write_atomic_error", "wrote into a missing folder");
+
+    /* clean up */
+    snprintf(path, sizeof path, "%s/a.json", dir);
+    unlink(path), unlink(log), unlink(pidfile);
+    rmdir(dir);
+}
+
+int main(void) {
+    test_good();
+    test_errors();
+    test_helpers();
+    test_launch();
+    return check_exit();
+}
