@@ -1,0 +1,54 @@
+/* kernels/cuda/cuda_backend.h — what the CUDA backend exports besides `ops_cuda` (kernels/kernels.h).
+ *
+ * What it is: plain-C declarations (extern "C") of the device helpers the engine needs before and
+ * around the op table — how many GPUs there are, which one a rank uses, its memory and name, the
+ * datasheet peak for MFU — and the bf16 GEMM path (fp32 accumulation) that `--dtype bf16` builds on.
+ * Only present in builds with MESHSWEEP_CUDA (the Makefile defines it when nvcc is found).
+ * What it is not: a second op table, nor an allocator: memory still goes through core/mem, which
+ * calls ops_cuda.dev_alloc.
+ *
+ * Device selection must happen before the first op: the cuBLAS handle is created lazily, on the
+ * device that is current at the first matmul, and stays bound to it.
+ */
+#ifndef MESHSWEEP_CUDA_BACKEND_H
+#define MESHSWEEP_CUDA_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices; 0 (never an abort) when there is no driver or no device. */
+int cuda_device_count(void);
+/* Select device local_rank % count for this process and create its context.
+ * Returns 0, or -1 with a one-line reason in err (no device, driver error). */
+int cuda_select_device(int local_rank, char *err, size_t errlen);
+/* Free and total bytes of the current device as the runtime reports them (0, 0 on error). */
+void cuda_mem_info(size_t *free_b, size_t *total_b);
+/* Name of the current device ("NVIDIA H100 80GB HBM3", ...); "unknown" when it cannot be read. */
+const char *cuda_device_name(void);
+/* Dense bf16 tensor-core peak in TFLOP/s from the datasheet, by device name:
+ * H100/H200 SXM (and GH200) 989, H100 PCIe 756, H100 NVL 835, A100 312; 0 when unknown
+ * (the engine then needs --peak-tflops for MFU). */
+double cuda_peak_bf16_tflops(const char *name);
+
+/* ---- bf16 path (bf16 storage as uint16_t bit patterns, fp32 accumulation in cuBLAS) ---- */
+/* dst[i] = bf16(src[i]) rounded to nearest even; and back. Device pointers. */
+void cuda_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+/* out[N,Cout] (bf16) = in[N,Cin] (bf16) · w[Cout,Cin]ᵀ (bf16); accumulate != 0 adds to out */
+void cuda_matmul_forward_bf16(uint16_t *out, const uint16_t *in, const uint16_t *w, int N, int Cin, int Cout,
+                              int accumulate);
+/* as above with an fp32 output (e.g. logits, or a residual stream kept in fp32) */
+void cuda_matmul_forward_bf16_f32out(float *out, const uint16_t *in, const uint16_t *w, int N, int Cin, int Cout,
+                                     int accumulate);
+/* din[N,Cin] (bf16) += dout·w ; dw[Cout,Cin] (fp32) += doutᵀ·in ; NULL gradients skipped.
+   The weight gradient stays fp32 because it feeds the fp32 reduce-scatter (design 4.8). */
+void cuda_matmul_backward_bf16(uint16_t *din, float *dw, const uint16_t *dout, const uint16_t *in,
+                               const uint16_t *w, int N, int Cin, int Cout);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,130 @@
+/* kernels/cuda/cuda_common.cuh — private to the .cu files of kernels/cuda: error checks, launch helpers,
+ * warp/block reductions and the internal entry points the .cu files share.
+ *
+ * What it is: the small amount of glue every CUDA file needs. Every runtime and cuBLAS call goes
+ * through cudaCheck/cublasCheck (file:line, the error string, exit 1); every kernel launch goes
+ * through LAUNCH, which checks the launch. LAUNCH and DYNAMIC_SMEM exist so that the same sources
+ * also compile as host C++ against kernels/cuda/cuda_emu.cuh (MESHSWEEP_CUDA_EMU), an emulator
+ * that runs each CUDA thread as a host thread: that is how these kernels are executed on machines
+ * without a GPU.
+ * What it is not: public. The engine sees kernels/kernels.h and kernels/cuda/cuda_backend.h only.
+ */
+#ifndef MESHSWEEP_CUDA_COMMON_CUH
+#define MESHSWEEP_CUDA_COMMON_CUH
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+
+#ifdef MESHSWEEP_CUDA_EMU
+#include "kernels/cuda/cuda_emu.cuh"
+#else
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#endif
+
+extern "C" {
+#include "kernels/kernels.h"
+#include "kernels/cuda/cuda_backend.h"
+}
+
+/* ---- error checks ------------------------------------------------------------------------ */
+static inline void cuda_check_(cudaError_t e, const char *what, const char *file, int line) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "CUDA error at %s:%d: %s (in %s)\n", file, line, cudaGetErrorString(e), what);
+        exit(1);
+    }
+}
+static inline void cublas_check_(cublasStatus_t s, const char *what, const char *file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cuBLAS error at %s:%d: %s (status %d, in %s)\n", file, line, cublasGetStatusString(s),
+                (int)s, what);
+        exit(1);
+    }
+}
+#define cudaCheck(call) cuda_check_((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check_((call), #call, __FILE__, __LINE__)
+
+/* ---- launches ----------------------------------------------------------------------------- */
+#ifdef MESHSWEEP_CUDA_EMU
+#define LAUNCH(kernel, grid, block, smem, ...)                                         \
+    do {                                                                               \
+        emu_launch((grid), (block), (smem), [=] { kernel(__VA_ARGS__); });             \
+        cudaCheck(cudaGetLastError());                                                 \
+    } while (0)
+#define DYNAMIC_SMEM(type, name) type *name = (type *)emu_dynamic_smem()
+/* small grids in the emulator: every grid-stride loop then takes several trips */
+#define GRID_CAP 3u
+#else
+#define LAUNCH(kernel, grid, block, smem, ...)                                         \
+    do {                                                                               \
+        kernel<<<(grid), (block), (smem)>>>(__VA_ARGS__);                              \
+        cudaCheck(cudaGetLastError());                                                 \
+    } while (0)
+#define DYNAMIC_SMEM(type, name) extern __shared__ type name[]
+#define GRID_CAP 65536u
+#endif
+
+#define FULL_MASK 0xffffffffu
+/* grid-stride loop over [0, n): correct for any grid size, so grids can be capped */
+#define GRID_STRIDE(i, n)                                                              \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);      \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* blocks for n items at `per_block` items each, capped (callers use grid-stride loops) */
+static inline unsigned grid_for(size_t n, unsigned per_block) {
+    size_t g = (n + per_block - 1) / per_block;
+    if (g > GRID_CAP) g = GRID_CAP;
+    return g == 0 ? 1u : (unsigned)g;
+}
+
+static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
+/* ---- reductions (blockDim.x a multiple of 32, 1-D blocks) ---------------------------------- */
+template <typename T> static __device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+/* Sum over the block, returned to every thread; sh is __shared__ T[32]. Every thread of the
+ * block must call it (it synchronises). Every warp adds the partials in the same order, so all
+ * threads get the identical value. The leading barrier makes back-to-back calls with the same sh
+ * safe. */
+template <typename T> static __device__ __forceinline__ T block_sum(T v, T *sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (T)0;
+    return warp_sum(v);
+}
+static __device__ __forceinline__ float block_max(float v, float *sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+/* ---- internal entry points shared between the .cu files ------------------------------------ */
+/* device.cu: the process's cuBLAS handle, created on first use */
+cublasHandle_t cuda_cublas(void);
+/* matmul.cu */
+void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate);
+void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w, int N, int Cin,
+                          int Cout);
+/* attention.cu */
+void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v, int B,
+                            int T, int H, int KV, int hd);
+void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
+                             const float *lse, const float *q, const float *k, const float *v, int B, int T, int H,
+                             int KV, int hd);
+
+#endif

@@ -1,0 +1,454 @@
+/* kernels/cuda/ops_cuda.cu — `ops_cuda`: the CUDA backend of kernels/kernels.h, and its
+ * element-wise, normalisation, RoPE, embedding, cross-entropy, AdamW and memory ops.
+ *
+ * What it is: fp32 kernels with the semantics of the CPU reference (kernels/cpu/ops_cpu.c) op for
+ * op — backward accumulates, NULL gradients are skipped, rope and ce_backward assign — on device
+ * memory, on the legacy default stream. Matmul lives in matmul.cu (cuBLAS), attention in
+ * attention.cu. Reductions that feed a result the engine compares across meshes (sumsq) have a
+ * fixed order, so they are deterministic; the weight-gradient reductions of rmsnorm and embedding
+ * use float atomics (order may vary in the last bits between runs).
+ * What it is not: bf16 (see cuda_backend.h), nor an allocator policy: dev_alloc is cudaMalloc
+ * (never managed memory) and core/mem does the tracking.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+
+#include <string.h>
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+static __global__ void embedding_forward_kernel(float *out, const int32_t *tok, const float *table, int N, int C,
+                                                int v_start, int v_count) {
+    const size_t total = (size_t)N * (size_t)C;
+    GRID_STRIDE(i, total) {
+        const size_t n = i / (size_t)C, c = i % (size_t)C;
+        const int64_t r = (int64_t)tok[n] - v_start;
+        out[i] = (r >= 0 && r < v_count) ? table[(size_t)r * C + c] : 0.0f;
+    }
+}
+
+/* rows of repeated tokens collide: atomics */
+static __global__ void embedding_backward_kernel(float *dtable, const float *dout, const int32_t *tok, int N, int C,
+                                                 int v_start, int v_count) {
+    const size_t total = (size_t)N * (size_t)C;
+    GRID_STRIDE(i, total) {
+        const size_t n = i / (size_t)C, c = i % (size_t)C;
+        const int64_t r = (int64_t)tok[n] - v_start;
+        if (r >= 0 && r < v_count) atomicAdd(&dtable[(size_t)r * C + c], dout[i]);
+    }
+}
+
+static void cu_embedding_forward(float *out, const int32_t *tok, const float *table, int N, int C, int v_start,
+                                 int v_count) {
+    if (N <= 0 || C <= 0) return;
+    const size_t total = (size_t)N * C;
+    LAUNCH(embedding_forward_kernel, grid_for(total, 256), 256, 0, out, tok, table, N, C, v_start, v_count);
+}
+
+static void cu_embedding_backward(float *dtable, const float *dout, const int32_t *tok, int N, int C, int v_start,
+                                  int v_count) {
+    if (!dtable || N <= 0 || C <= 0) return;
+    const size_t total = (size_t)N * C;
+    LAUNCH(embedding_backward_kernel, grid_for(total, 256), 256, 0, dtable, dout, tok, N, C, v_start, v_count);
+}
+
+/* ---- RMSNorm: one block per row (grid-stride over rows) ------------------------------------- */
+
+#define ROW_THREADS 256
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+rmsnorm_forward_kernel(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+    __shared__ float sh[32];
+    for (int n = blockIdx.x; n < N; n += gridDim.x) { /* block-uniform */
+        const float *xn = x + (size_t)n * C;
+        float *on = out + (size_t)n * C;
+        float ss = 0.0f;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) ss += xn[c] * xn[c];
+        ss = block_sum(ss, sh);
+        const float r = 1.0f / sqrtf(ss / (float)C + eps);
+        if (threadIdx.x == 0) rstd[n] = r;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) on[c] = xn[c] * r * w[c];
+    }
+}
+
+/* dx += r·w·g − x·r³/C·Σ(w⊙g⊙x) (as the CPU reference) */
+static __global__ void __launch_bounds__(ROW_THREADS)
+rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x, const float *w, const float *rstd, int N,
+                           int C) {
+    __shared__ float sh[32];
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
+        float *dn = dx + (size_t)n * C;
+        const float r = rstd[n];
+        float s = 0.0f;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) s += w[c] * gn[c] * xn[c];
+        s = block_sum(s, sh);
+        const float kk = s * r * r * r / (float)C;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) dn[c] += r * w[c] * gn[c] - kk * xn[c];
+    }
+}
+
+/* dw[c] += Σ_n g[n,c]·x[n,c]·r[n]: block (32 columns × 8 row lanes) over a strip of columns and a
+ * stride of rows, reduced in shared memory, one atomic per column per block */
+static __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, const float *x, const float *rstd,
+                                                  int N, int C) {
+    __shared__ float sh[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int n = blockIdx.y * 8 + threadIdx.y; n < N; n += gridDim.y * 8) {
+            const size_t o = (size_t)n * C + c;
+            acc += dout[o] * x[o] * rstd[n];
+        }
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.0f;
+        for (int y = 0; y < 8; y++) s += sh[y][threadIdx.x];
+        atomicAdd(&dw[c], s);
+    }
+}
+
+static void cu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+    if (N <= 0 || C <= 0) return;
+    LAUNCH(rmsnorm_forward_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, out, rstd, x, w, N, C, eps);
+}
+
+static void cu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                                const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    if (dx) LAUNCH(rmsnorm_backward_dx_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, dx, dout, x, w, rstd, N, C);
+    if (dw) {
+        unsigned gy = grid_for((size_t)N, 64); /* about 64 rows per block */
+        if (gy > 256) gy = 256;
+        const dim3 grid((unsigned)((C + 31) / 32), gy), block(32, 8);
+        LAUNCH(rmsnorm_backward_dw_kernel, grid, block, 0, dw, dout, x, rstd, N, C);
+    }
+}
+
+/* ---- RoPE (HF rotate_half), positions 0..T-1 -----------------------------------------------
+ * One thread per rotated pair (x[i], x[i+hd/2]). As the CPU reference: inv_freq and the angle in
+ * double, cos/sin rounded to float, sign −1 gives the transpose rotation (backward). In place is
+ * safe: each thread reads both elements of its pair before writing them. */
+static __global__ void rope_kernel(float *out, const float *x, int T, int nh, int hd, float theta, float sign,
+                                   size_t npairs) {
+    const int half = hd / 2;
+    GRID_STRIDE(i, npairs) {
+        const int ip = (int)(i % (size_t)half);
+        const size_t row = i / (size_t)half; /* (b·T + t)·nh + h */
+        const int t = (int)((row / (size_t)nh) % (size_t)T);
+        const double inv_freq = pow((double)theta, -2.0 * (double)ip / (double)hd);
+        const double a = (double)t * inv_freq;
+        const float cs = (float)cos(a), sn = sign * (float)sin(a);
+        const size_t off = row * (size_t)hd + ip;
+        const float a1 = x[off], a2 = x[off + half];
+        out[off] = a1 * cs - a2 * sn;
+        out[off + half] = a2 * cs + a1 * sn;
+    }
+}
+
+/* odd hd (never for Llama): the unpaired last element passes through, as on the CPU */
+static __global__ void rope_odd_tail_kernel(float *out, const float *x, int hd, size_t nrows) {
+    GRID_STRIDE(r, nrows) out[r * hd + hd - 1] = x[r * hd + hd - 1];
+}
+
+static void rope_apply(float *out, const float *x, int B, int T, int nh, int hd, float theta, float sign) {
+    if (B <= 0 || T <= 0 || nh <= 0 || hd <= 0) return;
+    const size_t nrows = (size_t)B * T * nh, npairs = nrows * (size_t)(hd / 2);
+    if (npairs) LAUNCH(rope_kernel, grid_for(npairs, 256), 256, 0, out, x, T, nh, hd, theta, sign, npairs);
+    if ((hd % 2) && out != x) LAUNCH(rope_odd_tail_kernel, grid_for(nrows, 256), 256, 0, out, x, hd, nrows);
+}
+
+static void cu_rope_forward(float *out, const float *x, int B, int T, int nh, int hd, float theta) {
+    rope_apply(out, x, B, T, nh, hd, theta, 1.0f);
+}
+
+static void cu_rope_backward(float *din, const float *dout, int B, int T, int nh, int hd, float theta) {
+    rope_apply(din, dout, B, T, nh, hd, theta, -1.0f);
+}
+
+/* ---- SwiGLU ----------------------------------------------------------------------------------- */
+
+static __global__ void swiglu_forward_kernel(float *out, const float *gate, const float *up, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+/* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
+static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dout, const float *gate,
+                                              const float *up, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), d = dout[i];
+        if (dgate) dgate[i] += d * up[i] * sg * (1.0f + g * (1.0f - sg));
+        if (dup) dup[i] += d * g * sg;
+    }
+}
+
+static void cu_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+    if (n == 0) return;
+    LAUNCH(swiglu_forward_kernel, grid_for(n, 256), 256, 0, out, gate, up, n);
+}
+
+static void cu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                               size_t n) {
+    if (n == 0 || (!dgate && !dup)) return;
+    LAUNCH(swiglu_backward_kernel, grid_for(n, 256), 256, 0, dgate, dup, dout, gate, up, n);
+}
+
+/* ---- vocab-parallel cross-entropy pieces -------------------------------------------------------
+ * nv = min(v_valid, Vloc) real columns; the rest is padding and never enters a max or a sum. */
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+ce_rowmax_kernel(float *mx, const float *logits, int N, int Vloc, int nv) {
+    __shared__ float sh[32];
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *l = logits + (size_t)n * Vloc;
+        float m = -INFINITY; /* a rank owning only padding reports -inf, as the CPU */
+        for (int j = threadIdx.x; j < nv; j += blockDim.x) m = fmaxf(m, l[j]);
+        m = block_max(m, sh);
+        if (threadIdx.x == 0) mx[n] = m;
+    }
+}
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+ce_sumexp_kernel(float *se, const float *logits, const float *mx, int N, int Vloc, int nv) {
+    __shared__ float sh[32];
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *l = logits + (size_t)n * Vloc;
+        const float m = mx[n];
+        float s = 0.0f;
+        for (int j = threadIdx.x; j < nv; j += blockDim.x) s += expf(l[j] - m);
+        s = block_sum(s, sh);
+        if (threadIdx.x == 0) se[n] = s;
+    }
+}
+
+static __global__ void ce_target_kernel(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc,
+                                        int v_start) {
+    GRID_STRIDE(n, (size_t)N) {
+        const int64_t j = (int64_t)tgt[n] - v_start;
+        tl[n] = (j >= 0 && j < Vloc) ? logits[n * (size_t)Vloc + (size_t)j] : 0.0f;
+    }
+}
+
+static __global__ void ce_loss_kernel(float *loss, const float *mx, const float *se, const float *tl, int N) {
+    GRID_STRIDE(n, (size_t)N) loss[n] = logf(se[n]) + mx[n] - tl[n];
+}
+
+/* no __restrict__: dlogits may alias logits; each element is read then written by one thread */
+static __global__ void ce_backward_kernel(float *dlogits, const float *logits, const float *mx, const float *se,
+                                          const int32_t *tgt, float scale, int N, int Vloc, int v_start, int nv) {
+    const size_t total = (size_t)N * (size_t)Vloc;
+    GRID_STRIDE(i, total) {
+        const size_t n = i / (size_t)Vloc;
+        const int j = (int)(i % (size_t)Vloc);
+        float d = 0.0f;
+        if (j < nv) {
+            d = (scale / se[n]) * expf(logits[i] - mx[n]);
+            if ((int64_t)tgt[n] - v_start == (int64_t)j) d -= scale;
+        }
+        dlogits[i] = d;
+    }
+}
+
+static int valid_cols(int Vloc, int v_valid) {
+    const int nv = v_valid < Vloc ? v_valid : Vloc;
+    return nv < 0 ? 0 : nv;
+}
+
+static void cu_ce_rowmax(float *mx, const float *logits, int N, int Vloc, int v_valid) {
+    if (N <= 0) return;
+    LAUNCH(ce_rowmax_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, mx, logits, N, Vloc, valid_cols(Vloc, v_valid));
+}
+
+static void cu_ce_sumexp(float *se, const float *logits, const float *mx, int N, int Vloc, int v_valid) {
+    if (N <= 0) return;
+    LAUNCH(ce_sumexp_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, se, logits, mx, N, Vloc,
+           valid_cols(Vloc, v_valid));
+}
+
+static void cu_ce_target(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc, int v_start) {
+    if (N <= 0) return;
+    LAUNCH(ce_target_kernel, grid_for((size_t)N, 256), 256, 0, tl, logits, tgt, N, Vloc, v_start);
+}
+
+static void cu_ce_loss(float *loss, const float *mx, const float *se, const float *tl, int N) {
+    if (N <= 0) return;
+    LAUNCH(ce_loss_kernel, grid_for((size_t)N, 256), 256, 0, loss, mx, se, tl, N);
+}
+
+static void cu_ce_backward(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
+                           float scale, int N, int Vloc, int v_start, int v_valid) {
+    if (N <= 0 || Vloc <= 0) return;
+    const size_t total = (size_t)N * Vloc;
+    LAUNCH(ce_backward_kernel, grid_for(total, 256), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc, v_start,
+           valid_cols(Vloc, v_valid));
+}
+
+/* ---- AdamW (PyTorch order, as the CPU reference) and small helpers ---------------------------- */
+
+static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, float beta1, float beta2,
+                                    float a1, float a2, float eps, float decay, float step, float bc2s) {
+    GRID_STRIDE(i, n) {
+        const float gi = g[i];
+        const float mi = beta1 * m[i] + a1 * gi;
+        const float vi = beta2 * v[i] + a2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2s + eps);
+    }
+}
+
+static void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                     float eps, float wd, float bc1, float bc2) {
+    if (n == 0) return;
+    /* the same float scalars the CPU reference derives */
+    const float decay = 1.0f - lr * wd, step = lr / bc1, bc2s = sqrtf(bc2);
+    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    LAUNCH(adamw_kernel, grid_for(n, 256), 256, 0, p, g, m, v, n, beta1, beta2, a1, a2, eps, decay, step, bc2s);
+}
+
+static __global__ void add_kernel(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }
+static __global__ void scale_kernel(float *y, float s, size_t n) { GRID_STRIDE(i, n) y[i] *= s; }
+
+static void cu_add_inplace(float *y, const float *x, size_t n) {
+    if (n) LAUNCH(add_kernel, grid_for(n, 256), 256, 0, y, x, n);
+}
+static void cu_scale_inplace(float *y, float s, size_t n) {
+    if (n) LAUNCH(scale_kernel, grid_for(n, 256), 256, 0, y, s, n);
+}
+
+/* sumsq in double, in a fixed order (deterministic): SUMSQ_BLOCKS partial sums, then one block adds
+ * them. The partials live in static device memory: no allocation, nothing for core/mem to track. */
+#define SUMSQ_BLOCKS 1024
+static __device__ double sumsq_partial[SUMSQ_BLOCKS];
+static __device__ double sumsq_result;
+
+static __global__ void __launch_bounds__(256) sumsq_partial_kernel(const float *x, size_t n) {
+    __shared__ double sh[32];
+    double acc = 0.0;
+    GRID_STRIDE(i, n) {
+        const double xi = (double)x[i];
+        acc += xi * xi;
+    }
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) sumsq_partial[blockIdx.x] = acc;
+}
+
+static __global__ void __launch_bounds__(SUMSQ_BLOCKS) sumsq_final_kernel(unsigned nblocks) {
+    __shared__ double sh[32];
+    double v = threadIdx.x < nblocks ? sumsq_partial[threadIdx.x] : 0.0;
+    v = block_sum(v, sh);
+    if (threadIdx.x == 0) sumsq_result = v;
+}
+
+static double cu_sumsq(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    unsigned nb = grid_for(n, 256);
+    if (nb > SUMSQ_BLOCKS) nb = SUMSQ_BLOCKS;
+    LAUNCH(sumsq_partial_kernel, nb, 256, 0, x, n);
+    LAUNCH(sumsq_final_kernel, 1, SUMSQ_BLOCKS, 0, nb);
+    double r = 0.0;
+    cudaCheck(cudaMemcpyFromSymbol(&r, sumsq_result, sizeof(double), 0, cudaMemcpyDeviceToHost));
+    return r;
+}
+
+/* ---- memory ----------------------------------------------------------------------------------- */
+
+static void cu_zero(void *dst, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemset(dst, 0, bytes));
+}
+
+/* cudaMemcpy does not promise anything for overlapping ranges; the CPU backend's copy is a
+ * memmove, so overlapping copies go in chunks no longer than the distance between the ranges,
+ * in the direction that never overwrites bytes still to be read. */
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    const size_t gap = d > s ? (size_t)(d - s) : (size_t)(s - d);
+    if (gap >= bytes) {
+        cudaCheck(cudaMemcpy(d, s, bytes, cudaMemcpyDeviceToDevice));
+        return;
+    }
+    if (d < s) {
+        for (size_t off = 0; off < bytes; off += gap) {
+            const size_t len = bytes - off < gap ? bytes - off : gap;
+            cudaCheck(cudaMemcpy(d + off, s + off, len, cudaMemcpyDeviceToDevice));
+        }
+    } else {
+        for (size_t end = bytes; end > 0;) {
+            const size_t len = end < gap ? end : gap;
+            end -= len;
+            cudaCheck(cudaMemcpy(d + end, s + end, len, cudaMemcpyDeviceToDevice));
+        }
+    }
+}
+
+static void cu_to_host(void *host_dst, const void *src, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void cu_from_host(void *dst, const void *host_src, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
+/* NULL means out of memory (core/mem turns it into the budget/oom path), never an abort; a zero-byte
+ * request still gets a unique pointer, as on the CPU */
+static void *cu_dev_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 256) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear it: an allocation failure must not poison later checks */
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_dev_free(void *p) {
+    if (p) cudaCheck(cudaFree(p));
+}
+
+static void cu_synchronize(void) { cudaCheck(cudaDeviceSynchronize()); }
+
+/* ---- the table ---------------------------------------------------------------------------------
+ * Built by assignment (C++17 has no designated initialisers); the static_assert below makes an
+ * op added to kernels.h fail the build here until it is set. */
+static ops_t make_ops_cuda(void) {
+    ops_t o;
+    memset(&o, 0, sizeof o);
+    o.name = "cuda";
+    o.matmul_forward = cuda_matmul_forward;
+    o.matmul_backward = cuda_matmul_backward;
+    o.embedding_forward = cu_embedding_forward;
+    o.embedding_backward = cu_embedding_backward;
+    o.rmsnorm_forward = cu_rmsnorm_forward;
+    o.rmsnorm_backward = cu_rmsnorm_backward;
+    o.rope_forward = cu_rope_forward;
+    o.rope_backward = cu_rope_backward;
+    o.attention_forward = cuda_attention_forward;
+    o.attention_backward = cuda_attention_backward;
+    o.swiglu_forward = cu_swiglu_forward;
+    o.swiglu_backward = cu_swiglu_backward;
+    o.ce_rowmax = cu_ce_rowmax;
+    o.ce_sumexp = cu_ce_sumexp;
+    o.ce_target = cu_ce_target;
+    o.ce_loss = cu_ce_loss;
+    o.ce_backward = cu_ce_backward;
+    o.adamw = cu_adamw;
+    o.add_inplace = cu_add_inplace;
+    o.scale_inplace = cu_scale_inplace;
+    o.sumsq = cu_sumsq;
+    o.zero = cu_zero;
+    o.copy = cu_copy;
+    o.to_host = cu_to_host;
+    o.from_host = cu_from_host;
+    o.dev_alloc = cu_dev_alloc;
+    o.dev_free = cu_dev_free;
+    o.synchronize = cu_synchronize;
+    return o;
+}
+/* 28 function pointers and the name: update make_ops_cuda when kernels.h grows */
+static_assert(sizeof(ops_t) == 29 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
+
+extern "C" const ops_t ops_cuda = make_ops_cuda();
