@@ -223,11 +223,13 @@ static json_t *config_json(const run_t *R) {
 }
 
 static json_t *plan_json(const mem_stats *s) {
-    return json_pack("{s:I, s:o}", "peak", (json_int_t)s->total_peak, "by_category", record_categories(s->peak));
+    return json_pack("{s:I, s:o, s:o}", "peak", (json_int_t)s->total_peak, "by_category", record_categories(s->peak),
+                     "at_peak", record_categories(s->at_peak));
 }
 
 /* the run record; on rank 0 only. mem: max over ranks (per category and total) */
-static void write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak) {
+static void write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
+                         const uint64_t *at_peak) {
     if (!g_rank0 || !R->o.out) return;
     json_t *j = json_object();
     json_object_set_new(j, "schema", json_string("meshsweep.run/1"));
@@ -266,6 +268,7 @@ static void write_record(run_t *R, const char *status, const char *error, const 
     json_object_set_new(mem, "peak", json_integer((json_int_t)total_peak));
     uint64_t zero[MEM_NCAT] = {0};
     json_object_set_new(mem, "by_category", record_categories(peaks ? peaks : zero));
+    json_object_set_new(mem, "at_peak", record_categories(at_peak ? at_peak : zero));
     json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "comm", record_comm(comm_get_stats()));
@@ -352,6 +355,7 @@ static int do_plan(run_t *R) {
                               "mem_budget", R->budget ? json_integer((json_int_t)R->budget) : json_null(),
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
                               "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", R->o.dtype);
+        json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
         if (record_write_atomic(R->o.out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);
     } else {
@@ -487,6 +491,18 @@ static double measure_peak_flops(void) {
         while (!done) { MPI_Test(&rq, &done, MPI_STATUS_IGNORE); if (!done) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); } }
     }
     return g;
+}
+
+/* the breakdown at the total peak of the most loaded rank */
+static void at_peak_of_max_rank(uint64_t at[MEM_NCAT]) {
+    const mem_stats *s = mem_get_stats();
+    struct { double v; int r; } in = {(double)s->total_peak, 0}, out;
+    MPI_Comm_rank(MPI_COMM_WORLD, &in.r);
+    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    unsigned long long v[MEM_NCAT];
+    for (int c = 0; c < MEM_NCAT; c++) v[c] = s->at_peak[c];
+    MPI_Bcast(v, MEM_NCAT, MPI_UNSIGNED_LONG_LONG, out.r, MPI_COMM_WORLD);
+    for (int c = 0; c < MEM_NCAT; c++) at[c] = v[c];
 }
 
 static void max_mem_over_ranks(uint64_t peaks[MEM_NCAT], uint64_t *total) {
@@ -625,7 +641,7 @@ int main(int argc, char **argv) {
                          mem_cat_names[R.planned.oom_cat], a, (unsigned long long)R.planned.oom_bytes, u, b, (unsigned long long)R.budget);
                 say("%s", msg);
                 uint64_t peaks[MEM_NCAT] = {0};
-                write_record(&R, "oom", msg, peaks, R.planned.oom_peak_before);
+                write_record(&R, "oom", msg, peaks, R.planned.oom_peak_before, NULL);
             }
             finish(3);
         }
@@ -717,9 +733,10 @@ int main(int argc, char **argv) {
                     s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta);
         }
     }
-    uint64_t peaks[MEM_NCAT], total;
+    uint64_t peaks[MEM_NCAT], total, at[MEM_NCAT];
     max_mem_over_ranks(peaks, &total);
-    write_record(&R, status, code ? "non-finite loss or gradient norm" : NULL, peaks, total);
+    at_peak_of_max_rank(at);
+    write_record(&R, status, code ? "non-finite loss or gradient norm" : NULL, peaks, total, at);
     if (code == 0 && o->save) {
         if (save_model(&M, &tpg, o->save, err, sizeof err)) { say("%s", err); code = 1; }
     }

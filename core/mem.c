@@ -103,7 +103,10 @@ void *mem_alloc(mem_cat c, size_t bytes) {
     tab_put((uintptr_t)p, bytes, c);
     g_st.cur[c] += bytes; g_st.total_cur += bytes;
     if (g_st.cur[c] > g_st.peak[c]) g_st.peak[c] = g_st.cur[c];
-    if (g_st.total_cur > g_st.total_peak) g_st.total_peak = g_st.total_cur;
+    if (g_st.total_cur > g_st.total_peak) {
+        g_st.total_peak = g_st.total_cur;
+        memcpy(g_st.at_peak, g_st.cur, sizeof g_st.at_peak);
+    }
     return p;
 }
 
@@ -126,6 +129,7 @@ const mem_stats *mem_get_stats(void) { return &g_st; }
 void mem_reset_peaks(void) {
     for (int c = 0; c < MEM_NCAT; c++) g_st.peak[c] = g_st.cur[c];
     g_st.total_peak = g_st.total_cur;
+    memcpy(g_st.at_peak, g_st.cur, sizeof g_st.at_peak);
 }
 
 void mem_shutdown(void) {

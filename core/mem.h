@@ -18,6 +18,7 @@ extern const char *const mem_cat_names[MEM_NCAT];
 typedef struct mem_stats {
     uint64_t cur[MEM_NCAT], peak[MEM_NCAT];
     uint64_t total_cur, total_peak;
+    uint64_t at_peak[MEM_NCAT];    /* the categories at the moment of the total peak (they sum to it) */
     uint64_t budget;               /* 0 = none */
     /* the first allocation that would have passed the budget (over_budget != 0) */
     int over_budget;

@@ -369,7 +369,8 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
     }
     sbuf t = {0}, m = {0}, mb = {0};
     sb_printf(&t, "# mesh tok_s tok_s_per_rank   (0: no measurement)\n");
-    sb_printf(&m, "# memory per rank in MiB (peak per category, max over ranks)\n# mesh");
+    sb_printf(&m, "# memory per rank in MiB (categories at the moment of the total peak of the most loaded rank;\n"
+                  "# older records without memory.at_peak: peak per category)\n# mesh");
     for (int k = 0; k < SWEEP_N_MEM_CATEGORIES; k++) sb_printf(&m, " %s", sweep_mem_categories[k]);
     sb_printf(&m, " peak_total\n");
     sb_printf(&mb, "# %s batch per mesh\n# tp dp batch_per_dp_rank global_batch mesh\n",
@@ -383,8 +384,13 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
         sb_printf(&m, "%s", label);
         for (int k = 0; k < SWEEP_N_MEM_CATEGORIES; k++) {
             char path[64];
-            snprintf(path, sizeof path, "memory.by_category.%s", sweep_mem_categories[k]);
-            sb_printf(&m, " %.4f", zero_if_nan(sweep_record_num(r->record, path)) / MiB);
+            snprintf(path, sizeof path, "memory.at_peak.%s", sweep_mem_categories[k]);
+            double v = sweep_record_num(r->record, path);
+            if (isnan(v)) {
+                snprintf(path, sizeof path, "memory.by_category.%s", sweep_mem_categories[k]);
+                v = sweep_record_num(r->record, path);
+            }
+            sb_printf(&m, " %.4f", zero_if_nan(v) / MiB);
         }
         sb_printf(&m, " %.4f\n", zero_if_nan(sweep_record_num(r->record, "memory.peak")) / MiB);
     }

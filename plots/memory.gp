@@ -1,7 +1,8 @@
 # plots/memory.gp — peak memory per rank of every mesh, stacked by category, against the budget.
 # Data: memory.dat, columns: mesh label, then MiB for params, grads, optimizer, gathered,
-# activations, workspace, comm (each the peak of that category, max over ranks), then the peak of
-# the total (a point: categories peak at different times, so the bars can stand above it).
+# activations, workspace, comm (the breakdown at the moment of the total peak of the most loaded
+# rank, so the stack sums to the peak), then the peak of
+# the total (a point on top of the stack).
 # Variables: n (number of meshes), budget_mib (the per-rank budget in MiB; <= 0 for none).
 cats = "params grads optimizer gathered activations workspace comm"
 set style data histograms

@@ -19,7 +19,7 @@ plan_vs_run() { # NAME DP TP B EXTRA...
 import json, sys
 name, p, r = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 m = r["memory"]
-if p["peak"] == m["peak"] and p["by_category"] == m["by_category"] and m["peak"] > 0:
+if p["peak"] == m["peak"] and p["by_category"] == m["by_category"] and p["at_peak"] == m["at_peak"] and m["peak"] > 0:
     print(f"ok   mem_plan_equals_measured_{name}  ({m['peak']} bytes)")
 else:
     print(f"FAIL mem_plan_equals_measured_{name}: planned {p['peak']} {p['by_category']} measured {m['peak']} {m['by_category']}")
