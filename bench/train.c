@@ -40,7 +40,7 @@ typedef struct opts {
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, ckpt, excluded, log_every;
     long long seed;
     double lr, weight_decay, beta1, beta2, adam_eps, grad_clip, min_lr_ratio, peak_tflops;
-    int help;
+    int help, comm_set;
 } opts;
 
 typedef enum { O_INT, O_LL, O_DBL, O_STR, O_ON, O_OFF } otype;
@@ -77,7 +77,7 @@ static const opt_def OPTS[] = {
     {"no-prefetch", O_OFF, F(prefetch), NULL, "do not prefetch the next FSDP unit"},
     {"checkpoint-activations", O_ON, F(ckpt), NULL, "keep only each layer's input; recompute in backward"},
     {"backend", O_STR, F(backend), "cpu|cuda", "compute backend"},
-    {"comm", O_STR, F(comm), "mpi|nccl", "communication backend"},
+    {"comm", O_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)"},
     {"dtype", O_STR, F(dtype), "fp32|bf16", "compute precision (bf16: CUDA, or --plan)"},
     {"warmup-steps-excluded", O_INT, F(excluded), "N", "steps left out of the median step time"},
     {"peak-tflops", O_DBL, F(peak_tflops), "X", "peak FLOP/s per rank for MFU (default: measured SGEMM on CPU)"},
@@ -173,6 +173,8 @@ typedef struct run {
     double flops_per_token, peak_flops;
     mem_stats planned;
     int have_plan;
+    const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
+    int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
 } run_t;
 
 static const char *env_rank_str(void) {
@@ -215,7 +217,7 @@ static json_t *config_json(const run_t *R) {
     json_object_set_new(j, "prefetch", json_boolean(o->prefetch));
     json_object_set_new(j, "checkpoint_activations", json_boolean(o->ckpt));
     json_object_set_new(j, "backend", json_string(o->backend));
-    json_object_set_new(j, "comm", json_string(o->comm));
+    json_object_set_new(j, "comm", json_string(R->comm_name ? R->comm_name : o->comm));
     json_object_set_new(j, "dtype", json_string(o->dtype));
     json_object_set_new(j, "mem_budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
     json_object_set_new(j, "warmup_steps_excluded", json_integer(o->excluded));
@@ -270,6 +272,11 @@ static void write_record(run_t *R, const char *status, const char *error, const 
     json_object_set_new(mem, "by_category", record_categories(peaks ? peaks : zero));
     json_object_set_new(mem, "at_peak", record_categories(at_peak ? at_peak : zero));
     json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
+    /* CUDA: what the device reports in use (context, cuBLAS workspace, NCCL buffers included) next to
+     * the tracked bytes still allocated at that moment */
+    json_object_set_new(mem, "device", R->dev_total ? json_pack("{s:I, s:I, s:I}", "total", (json_int_t)R->dev_total,
+                        "used_at_end", (json_int_t)R->dev_used, "untracked_at_end",
+                        (json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)) : json_null());
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "comm", record_comm(comm_get_stats()));
     char host[256] = "unknown";
@@ -536,7 +543,9 @@ int main(int argc, char **argv) {
                 .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
     const char *er = env_rank_str();
     g_rank0 = !er || !strcmp(er, "0");
+    const char *comm_default = o->comm;
     if (parse_args(o, argc, argv)) return 2;
+    o->comm_set = o->comm != comm_default;
     if (o->help) { if (g_rank0) usage(); return 0; }
 
     char err[4096];
@@ -582,7 +591,7 @@ int main(int argc, char **argv) {
         return do_plan(&R);
     }
     if (!strcmp(o->dtype, "bf16") && strcmp(o->backend, "cuda")) BAD("--dtype bf16 needs --backend cuda (the CPU engine is fp32; --plan accepts bf16)");
-    if (!strcmp(o->comm, "nccl")) BAD("--comm nccl is not available yet in this build (use --comm mpi)");
+    if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
     if (o->out && record_check_writable(o->out, err, sizeof err)) BAD("%s", err);
     if (o->save && record_check_writable(o->save, err, sizeof err)) BAD("%s", err);
     const ops_t *ops = &ops_cpu;
@@ -603,10 +612,23 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     g_rank0 = rank == 0;
     if (mesh_init(&R.mesh, world, rank, o->tp, err, sizeof err)) { say("%s", err); finish(2); }
-    if (ops != &ops_cpu && world > 1) { say("--backend cuda runs on one rank in this build (multi-rank CUDA needs the NCCL backend)"); finish(2); }
+    int use_nccl = 0;
 #ifdef MESHSWEEP_CUDA
-    if (ops != &ops_cpu && cuda_select_device(0, err, sizeof err)) { say("%s", err); finish(1); }
+    if (ops != &ops_cpu) {
+        /* one device per local rank (ranks of this host, by MPI_COMM_TYPE_SHARED); NCCL needs one GPU
+         * per rank, so when ranks share a GPU the collectives fall back to host-staged MPI */
+        int lr, ls;
+        comm_local_rank(&lr, &ls);
+        if (cuda_select_device(lr, err, sizeof err)) { say("%s", err); finish(1); }
+        int ndev = cuda_device_count();
+        use_nccl = !strcmp(o->comm, "nccl") || (!o->comm_set && world > 1);
+        if (use_nccl && ls > ndev) {
+            say("%d ranks share %d GPU(s) on this host: NCCL needs one GPU per rank, using host-staged MPI collectives", ls, ndev);
+            use_nccl = 0;
+        }
+    }
 #endif
+    comm_set_device_ops(ops);
     {
         tp_shape sh;
         if (tp_shape_of(&sh, &R.cfg, o->tp, 0, err, sizeof err)) { say("%s", err); finish(2); }
@@ -652,6 +674,8 @@ int main(int argc, char **argv) {
     comm_group tpg, dpg, wg;
     comm_mpi_groups(&tpg, &dpg, o->tp);
     comm_mpi_world(&wg);
+    if (use_nccl && (comm_nccl_attach(&tpg, err, sizeof err) || comm_nccl_attach(&dpg, err, sizeof err))) { say("%s", err); finish(1); }
+    R.comm_name = use_nccl ? "nccl" : (ops != &ops_cpu && world > 1 ? "mpi-staged" : "mpi");
     model_t M;
     if (model_init(&M, &R.cfg, &R.mesh, &tpg, &dpg, ops, &R.mo, err, sizeof err)) { say("%s", err); finish(2); }
     if (o->init) {
@@ -734,6 +758,13 @@ int main(int argc, char **argv) {
         }
     }
     uint64_t peaks[MEM_NCAT], total, at[MEM_NCAT];
+#ifdef MESHSWEEP_CUDA
+    if (ops != &ops_cpu) {
+        size_t fb = 0, tb = 0;
+        cuda_mem_info(&fb, &tb);
+        R.dev_total = (int64_t)tb; R.dev_used = (int64_t)(tb - fb);
+    }
+#endif
     max_mem_over_ranks(peaks, &total);
     at_peak_of_max_rank(at);
     write_record(&R, status, code ? "non-finite loss or gradient norm" : NULL, peaks, total, at);

@@ -2,19 +2,45 @@
  * Reduce-scatter defaults to MPI_Allreduce + copy: with Open MPI 4.1 on shared memory
  * MPI_Reduce_scatter_block is slower at large sizes (build/commbench measures both; README). */
 #include "core/comm.h"
+#include "core/comm_nccl.h"
+#include "kernels/kernels.h"
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-const char *const comm_kind_names[COMM_NKIND] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
-static comm_stats g_stats;
-static comm_rs_algo g_rs = COMM_RS_ALLREDUCE;
-
 #define MPI_CHECK(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
     char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_); \
     fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, s_); MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
+
+const char *const comm_kind_names[COMM_NKIND] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+static comm_stats g_stats;
+static comm_rs_algo g_rs = COMM_RS_ALLREDUCE;
+static const ops_t *g_dev;          /* non-NULL: buffers are device memory, MPI stages through host */
+static void *g_host[2];             /* host staging buffers (not engine memory: they hold no device bytes) */
+static size_t g_host_bytes[2];
+
+void comm_set_device_ops(const ops_t *ops) { g_dev = (ops && ops != &ops_cpu) ? ops : NULL; }
+
+static void *host_buf(int k, size_t bytes) {
+    if (bytes > g_host_bytes[k]) {
+        free(g_host[k]);
+        g_host[k] = malloc(bytes);
+        if (!g_host[k]) { fprintf(stderr, "comm: out of host memory for %zu bytes of staging\n", bytes); MPI_Abort(MPI_COMM_WORLD, 1); }
+        g_host_bytes[k] = bytes;
+    }
+    return g_host[k];
+}
+
+void comm_local_rank(int *local_rank, int *local_size) {
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, local_rank));
+    MPI_CHECK(MPI_Comm_size(node, local_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+}
+
 
 double comm_now_ms(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -54,64 +80,129 @@ void comm_null_group(comm_group *g, int size, int rank) {
 
 #define COMM(g) (*(MPI_Comm *)(g)->mpi)
 
-static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_Op op, size_t esz) {
+int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
+    if (g->null || g->size == 1) return 0;
+    return comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen);
+}
+
+/* local copy between buffers of the backend */
+static void dcopy(void *dst, const void *src, size_t bytes) {
+    if (dst == src) return;
+    if (g_dev) g_dev->copy(dst, src, bytes); else memcpy(dst, src, bytes);
+}
+
+static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_Op op, size_t esz, int device) {
     if (g->null || g->size == 1 || n == 0) return;
     double t0 = comm_now_ms();
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, t, op, COMM(g)));
+    if (device && g->nccl) {
+        comm_nccl_all_reduce(g->nccl, buf, n, op == MPI_MAX);
+    } else if (device && g_dev) {
+        void *h = host_buf(0, n * esz);
+        g_dev->to_host(h, buf, n * esz);
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, t, op, COMM(g)));
+        g_dev->from_host(buf, h, n * esz);
+    } else {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, t, op, COMM(g)));
+    }
     count(COMM_ALL_REDUCE, n * esz, comm_now_ms() - t0);
 }
-void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_SUM, 4); }
-void comm_all_reduce_max(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_MAX, 4); }
-void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) { all_reduce(g, buf, n, MPI_DOUBLE, MPI_SUM, 8); }
+void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_SUM, 4, 1); }
+void comm_all_reduce_max(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_MAX, 4, 1); }
+/* host doubles (loss sums, norms): always MPI on host memory */
+void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) { all_reduce(g, buf, n, MPI_DOUBLE, MPI_SUM, 8, 0); }
+
+static void mpi_all_gather(comm_group *g, float *recv, const float *send, size_t n) {
+    const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
+    if (g_dev) {
+        float *h = host_buf(0, n * g->size * sizeof(float));
+        g_dev->to_host(h + (size_t)g->rank * n, send, n * sizeof(float));
+        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, (int)n, MPI_FLOAT, h, (int)n, MPI_FLOAT, COMM(g)));
+        g_dev->from_host(recv, h, n * g->size * sizeof(float));
+        return;
+    }
+    MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
+}
 
 void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) {
     if (g->null) return;
-    if (g->size == 1) { if (recv != send) memcpy(recv, send, n * sizeof(float)); return; }
+    if (g->size == 1) { dcopy(recv, send, n * sizeof(float)); return; }
     double t0 = comm_now_ms();
-    const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
-    MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
+    if (g->nccl) comm_nccl_all_gather(g->nccl, recv, send, n, NULL);
+    else mpi_all_gather(g, recv, send, n);
     count(COMM_ALL_GATHER, n * g->size * sizeof(float), comm_now_ms() - t0);
 }
 
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) {
     if (g->null) return;
-    if (g->size == 1) { if (recv != buf) memcpy(recv, buf, n * sizeof(float)); return; }
+    if (g->size == 1) { dcopy(recv, buf, n * sizeof(float)); return; }
     double t0 = comm_now_ms();
-    if (g_rs == COMM_RS_NATIVE) {
-        MPI_CHECK(MPI_Reduce_scatter_block(buf, recv, (int)n, MPI_FLOAT, MPI_SUM, COMM(g)));
+    size_t all = n * g->size;
+    if (g->nccl) {
+        comm_nccl_reduce_scatter(g->nccl, recv, buf, n);
     } else {
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)(n * g->size), MPI_FLOAT, MPI_SUM, COMM(g)));
-        memcpy(recv, buf + (size_t)g->rank * n, n * sizeof(float));
+        float *b = buf;
+        if (g_dev) { b = host_buf(0, all * sizeof(float)); g_dev->to_host(b, buf, all * sizeof(float)); }
+        float *r = g_dev ? host_buf(1, n * sizeof(float)) : recv;
+        if (g_rs == COMM_RS_NATIVE) {
+            MPI_CHECK(MPI_Reduce_scatter_block(b, r, (int)n, MPI_FLOAT, MPI_SUM, COMM(g)));
+        } else {
+            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, (int)all, MPI_FLOAT, MPI_SUM, COMM(g)));
+            memcpy(r, b + (size_t)g->rank * n, n * sizeof(float));
+        }
+        if (g_dev) g_dev->from_host(recv, r, n * sizeof(float));
     }
-    count(COMM_REDUCE_SCATTER, n * g->size * sizeof(float), comm_now_ms() - t0);
+    count(COMM_REDUCE_SCATTER, all * sizeof(float), comm_now_ms() - t0);
 }
 
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
     if (g->null || g->size == 1) return;
     double t0 = comm_now_ms();
-    MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, COMM(g)));
+    if (g->nccl) {
+        comm_nccl_broadcast(g->nccl, buf, n, root);
+    } else if (g_dev) {
+        float *h = host_buf(0, n * sizeof(float));
+        g_dev->to_host(h, buf, n * sizeof(float));
+        MPI_CHECK(MPI_Bcast(h, (int)n, MPI_FLOAT, root, COMM(g)));
+        g_dev->from_host(buf, h, n * sizeof(float));
+    } else {
+        MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, COMM(g)));
+    }
     count(COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
 }
 
+/* Non-blocking all-gather for FSDP prefetch: NCCL returns an event the compute stream waits on;
+ * MPI on host buffers uses MPI_Iallgather; host-staged MPI (device buffers without NCCL) completes
+ * at once (no overlap in that fallback). */
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
     memset(r, 0, sizeof *r);
     if (g->null) return;
-    if (g->size == 1) { if (recv != send) memcpy(recv, send, n * sizeof(float)); return; }
+    if (g->size == 1) { dcopy(recv, send, n * sizeof(float)); return; }
+    r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * sizeof(float);
+    r->t0 = comm_now_ms();
+    if (g->nccl) {
+        comm_nccl_all_gather(g->nccl, recv, send, n, &r->event);
+        r->active = 1;
+        return;
+    }
+    if (g_dev) { comm_all_gather(g, recv, send, n); return; }
     MPI_Request *q = malloc(sizeof *q);
     if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
-    double t0 = comm_now_ms();
     const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
     MPI_CHECK(MPI_Iallgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g), q));
-    r->active = 1; r->mpi_req = q; r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * sizeof(float);
-    count(COMM_ALL_GATHER, 0, comm_now_ms() - t0);
-    g_stats.calls[COMM_ALL_GATHER]--; /* counted once, at completion */
+    r->active = 1; r->mpi_req = q;
 }
 
+/* the time counted for a non-blocking collective is the time spent waiting for it (not its
+ * wall time since start, which overlaps compute) */
 void comm_wait(comm_req *r) {
     if (!r->active) return;
     double t0 = comm_now_ms();
-    MPI_CHECK(MPI_Wait((MPI_Request *)r->mpi_req, MPI_STATUS_IGNORE));
+    if (r->event) {
+        comm_nccl_wait(r->event);
+    } else {
+        MPI_CHECK(MPI_Wait((MPI_Request *)r->mpi_req, MPI_STATUS_IGNORE));
+        free(r->mpi_req);
+    }
     count(r->kind, r->bytes, comm_now_ms() - t0);
-    free(r->mpi_req);
-    r->active = 0; r->mpi_req = NULL;
+    r->active = 0; r->mpi_req = NULL; r->event = NULL;
 }

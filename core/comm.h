@@ -21,9 +21,10 @@ typedef struct comm_group {
     int size, rank;
     int null;                 /* plan mode: no data moves */
     void *mpi;                /* MPI_Comm* */
+    void *nccl;               /* ncclComm_t* when the group runs on NCCL (CUDA builds), else NULL */
 } comm_group;
 
-typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; } comm_req;
+typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; void *event; double t0; } comm_req;
 
 /* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
 int comm_mpi_groups(comm_group *tp_group, comm_group *dp_group, int tp);
@@ -31,6 +32,16 @@ void comm_null_group(comm_group *g, int size, int rank);
 /* MPI_COMM_WORLD as a group */
 void comm_mpi_world(comm_group *g);
 void comm_set_rs_algo(comm_rs_algo a);
+/* Buffers live on a device (ops != &ops_cpu): MPI collectives then stage through host memory
+ * (to_host, MPI, from_host) — the fallback when ranks share a GPU and NCCL cannot be used. */
+struct ops;
+void comm_set_device_ops(const struct ops *ops);
+/* NCCL (CUDA builds): one communicator per TP group and per DP group, unique ids broadcast over the
+ * MPI groups; collectives run on their own stream, ordered against the compute stream with events.
+ * Returns -1 with a message when NCCL is unavailable in this build or fails to initialise. */
+int comm_nccl_attach(comm_group *g, char *err, size_t errlen);
+/* Ranks on this node and this rank's index among them (MPI_COMM_TYPE_SHARED, i.e. by host). */
+void comm_local_rank(int *local_rank, int *local_size);
 comm_rs_algo comm_get_rs_algo(void);
 
 void comm_all_reduce_sum(comm_group *g, float *buf, size_t n);
