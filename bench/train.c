@@ -460,7 +460,7 @@ static int save_model(model_t *M, comm_group *tpg, const char *path, char *err, 
         seg_all = malloc(n * tpg->size * sizeof(float));
         full = rank0 ? malloc((size_t)(s->full_rows * s->full_cols) * sizeof(float)) : NULL;
         if (!seg_all || (rank0 && !full)) { snprintf(err, errlen, "save: out of host memory"); rc = -1; break; }
-        comm_all_gather(tpg, seg_all, unit + s->off, n);
+        comm_all_gather_host(tpg, seg_all, unit + s->off, n);
         if (!rank0) continue;
         for (int t = 0; t < tpg->size; t++) {
             const float *src = seg_all + (size_t)t * n;

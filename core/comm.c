@@ -132,6 +132,13 @@ void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) {
     count(COMM_ALL_GATHER, n * g->size * sizeof(float), comm_now_ms() - t0);
 }
 
+void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n) {
+    if (g->null) return;
+    if (g->size == 1) { if (recv != send) memcpy(recv, send, n * sizeof(float)); return; }
+    const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
+    MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
+}
+
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) {
     if (g->null) return;
     if (g->size == 1) { dcopy(recv, buf, n * sizeof(float)); return; }

@@ -53,6 +53,8 @@ void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n);
  * buf is clobbered. */
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n);
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root);
+/* all-gather of HOST buffers over MPI whatever the backend (checkpoint I/O) */
+void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n);
 /* non-blocking all-gather (FSDP prefetch); comm_wait completes it (and counts its time) */
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n);
 void comm_wait(comm_req *r);

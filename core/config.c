@@ -45,6 +45,14 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* An error message is one line: control characters a caller passed in (a model name, a path, a key
+ * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
+static void one_line(char *err, size_t errlen) {
+    if (!err || errlen == 0) return;
+    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 static void defaults(model_config *c) {
     memset(c, 0, sizeof *c);
     c->rms_norm_eps = 1e-5;
@@ -203,7 +211,7 @@ out:
     return rc;
 }
 
-int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
+static int resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
     if (!name_or_path || !*name_or_path) {
         set_err(err, errlen, "model: empty name (presets: tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b, or a "
                              "path to an HF config.json)");
@@ -234,6 +242,12 @@ int config_resolve(model_config *c, const char *name_or_path, char *err, size_t 
     }
     set_err(err, errlen, "unknown model '%s' (presets: %s; or a path to an HF config.json)", name_or_path, list);
     return -1;
+}
+
+int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
+    int rc = resolve(c, name_or_path, err, errlen);
+    if (rc != 0) one_line(err, errlen);
+    return rc;
 }
 
 int64_t config_num_embedding_params(const model_config *c) {

@@ -25,6 +25,14 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* An error message is one line: control characters a caller passed in (a model name, a path, a key
+ * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
+static void one_line(char *err, size_t errlen) {
+    if (!err || errlen == 0) return;
+    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 /* splitmix64 finaliser */
 static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -40,7 +48,7 @@ static int32_t synthetic_token(uint64_t seed, uint64_t idx, int V) {
     return (int32_t)(mix64(state) % (uint64_t)V);
 }
 
-int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
+static int open_tokens(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     if (!path || !*path) {
         set_err(err, errlen, "data: empty path");
@@ -125,6 +133,12 @@ int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t se
     d->tokens = tok;
     d->ntokens = n;
     return 0;
+}
+
+int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
+    int rc = open_tokens(d, path, vocab_size, T, seed, err, errlen);
+    if (rc != 0) one_line(err, errlen);
+    return rc;
 }
 
 void data_close(data_file *d) {

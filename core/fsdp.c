@@ -147,5 +147,5 @@ void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float 
 void fsdp_unit_to_host(fsdp_t *f, int i, float *host, float *host_tmp) {
     fsdp_unit *u = &f->u[i];
     f->ops->to_host(host_tmp, u->p, (size_t)u->shard * sizeof(float));
-    comm_all_gather(f->dp, host, host_tmp, (size_t)u->shard);
+    comm_all_gather_host(f->dp, host, host_tmp, (size_t)u->shard);
 }

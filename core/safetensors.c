@@ -29,6 +29,14 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* An error message is one line: control characters a caller passed in (a model name, a path, a key
+ * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
+static void one_line(char *err, size_t errlen) {
+    if (!err || errlen == 0) return;
+    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 static size_t dtype_size(st_dtype d) { return d == ST_BF16 ? 2 : 4; }
 
 /* Index of the first byte that breaks UTF-8 (overlongs, surrogates and > U+10FFFF included), or -1. */
@@ -149,7 +157,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
     return 0;
 }
 
-int st_open(st_file *f, const char *path, char *err, size_t errlen) {
+static int open_validate(st_file *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path) {
         set_err(err, errlen, "safetensors: path too long");
@@ -306,6 +314,12 @@ fail:
     return -1;
 }
 
+int st_open(st_file *f, const char *path, char *err, size_t errlen) {
+    int rc = open_validate(f, path, err, errlen);
+    if (rc != 0) one_line(err, errlen);
+    return rc;
+}
+
 const st_tensor *st_find(const st_file *f, const char *name) {
     for (int i = 0; i < f->n; i++)
         if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
@@ -359,7 +373,7 @@ int st_read_f32(const st_file *f, const st_tensor *t, int64_t first, int64_t cou
         size_t m = (size_t)(count - done < CHUNK ? count - done : CHUNK);
         if (pread_all(fd, buf, m * 2, off + (uint64_t)done * 2) < 0) goto ioerr;
         for (size_t i = 0; i < m; i++) {
-            uint32_t u = (uint32_t)buf[i] << 16;
+            uint32_t u = (uint32_t)buf[i] << 16; // NOLINT(clang-analyzer-core.UndefinedBinaryOperatorResult): pread_all filled buf[0, m)
             memcpy(&dst[done + (int64_t)i], &u, 4);
         }
         done += (int64_t)m;
@@ -445,9 +459,10 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
             set_err(err, errlen, "%s: tensor %s: invalid or too large shape", path, name);
             goto fail;
         }
+        uint64_t end = off + nbytes; /* <= INT64_MAX: checked above */
         json_array_append_new(offs, json_integer((json_int_t)off));
-        json_array_append_new(offs, json_integer((json_int_t)(off + nbytes)));
-        off += nbytes;
+        json_array_append_new(offs, json_integer((json_int_t)end));
+        off = end;
         if (json_object_set_new(ent, "dtype", json_string("F32")) || json_object_set_new(ent, "shape", shape) ||
             json_object_set_new(ent, "data_offsets", offs) || json_object_set_new(root, name, ent)) {
             set_err(err, errlen, "%s: out of host memory", path);
