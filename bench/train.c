@@ -175,7 +175,26 @@ typedef struct run {
     int have_plan;
     const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
     int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
+    json_t *hosts;               /* distinct host names of the ranks */
 } run_t;
+
+/* distinct host names over the world (collective) */
+static json_t *gather_hosts(int world) {
+    char me[64] = {0};
+    if (gethostname(me, sizeof me - 1) != 0) snprintf(me, sizeof me, "unknown");
+    char *all = calloc((size_t)world, sizeof me);
+    json_t *a = json_array();
+    if (!all) return a;
+    MPI_Allgather(me, sizeof me, MPI_CHAR, all, sizeof me, MPI_CHAR, MPI_COMM_WORLD);
+    for (int r = 0; r < world; r++) {
+        const char *h = all + (size_t)r * sizeof me;
+        int seen = 0;
+        for (size_t k = 0; k < json_array_size(a); k++) seen |= !strcmp(json_string_value(json_array_get(a, k)), h);
+        if (!seen) json_array_append_new(a, json_string(h));
+    }
+    free(all);
+    return a;
+}
 
 static const char *env_rank_str(void) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
@@ -279,12 +298,10 @@ static void write_record(run_t *R, const char *status, const char *error, const 
                         (json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)) : json_null());
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "comm", record_comm(comm_get_stats()));
-    char host[256] = "unknown";
-    gethostname(host, sizeof host - 1);
     char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     char mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "n/a"; int ml = 0;
     if (g_mpi) { MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
-    json_object_set_new(j, "env", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "hosts", host,
+    json_object_set_new(j, "env", json_pack("{s:O, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "hosts", R->hosts ? R->hosts : json_null(),
                                             "ranks", R->mesh.world, "backend", R->o.backend, "dtype", R->o.dtype,
                                             "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
                                             "git", MESHSWEEP_GIT, "date", date));
@@ -636,6 +653,7 @@ int main(int argc, char **argv) {
             { say("--seq-len %d is not divisible by --tp %d (required with sequence parallel; use --no-sequence-parallel)", R.T, o->tp); finish(2); }
     }
     R.G = R.mesh.dp * R.B;
+    R.hosts = gather_hosts(world);
     cpu_blas_init();
 
     /* ---- data */
@@ -711,17 +729,17 @@ int main(int argc, char **argv) {
     for (int s = 0; s < o->steps; s++) {
         data_batch(&train, s, R.G, R.mesh.dp_rank, R.B, R.T, in, tg);
         MPI_Barrier(MPI_COMM_WORLD);
-        double comm0 = 0;
+        double comm0 = 0, bytes0 = 0;
         const comm_stats *cs = comm_get_stats();
-        for (int k = 0; k < COMM_NKIND; k++) comm0 += cs->ms[k];
+        for (int k = 0; k < COMM_NKIND; k++) { comm0 += cs->ms[k]; bytes0 += (double)cs->bytes[k]; }
         double t0 = comm_now_ms();
         double loss = model_forward_backward(&M, in, tg, (float)scale);
         comm_all_reduce_sum_f64(&dpg, &loss, 1);
         loss *= scale;
         double lr = 0, norm = optim_step(&M, &wg, &oc, s, o->steps, &lr);
         ops->synchronize();
-        double t1 = comm_now_ms(), comm1 = 0;
-        for (int k = 0; k < COMM_NKIND; k++) comm1 += cs->ms[k];
+        double t1 = comm_now_ms(), comm1 = 0, bytes1 = 0;
+        for (int k = 0; k < COMM_NKIND; k++) { comm1 += cs->ms[k]; bytes1 += (double)cs->bytes[k]; }
         double tm[2] = {t1 - t0, comm1 - comm0};
         MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         R.step_ms[s] = tm[0];
@@ -737,6 +755,7 @@ int main(int argc, char **argv) {
         json_object_set_new(st, "tok_s_per_rank", json_real(tok_s / world));
         json_object_set_new(st, "comm_ms", json_real(tm[1]));
         json_object_set_new(st, "compute_ms", json_real(tm[0] - tm[1]));
+        json_object_set_new(st, "comm_bytes", json_integer((json_int_t)(bytes1 - bytes0)));
         json_object_set_new(st, "tokens", json_integer((json_int_t)(tok * (s + 1))));
         json_array_append_new(R.steps, st);
         if (!isfinite(loss) || !isfinite(norm)) {
@@ -776,7 +795,7 @@ int main(int argc, char **argv) {
     data_close(&train);
     if (have_eval) data_close(&val);
     free(in); free(tg); free(R.step_ms);
-    json_decref(R.steps); json_decref(R.evals);
+    json_decref(R.steps); json_decref(R.evals); json_decref(R.hosts);
     finish(code);
     return code;
 }
