@@ -81,6 +81,12 @@ typedef struct ops {
     void *(*dev_alloc)(size_t bytes);
     void (*dev_free)(void *p);
     void (*synchronize)(void);
+    /* compute precision of the table: activations, workspace and gathered parameter copies hold
+     * elements of cbytes bytes (4: fp32; 2: bf16 in ops_cuda_bf16, where the pointer types of the
+     * ops above stay float* but the C-typed arguments hold bf16 bit patterns — see its header) */
+    size_t cbytes;
+    /* dst (compute precision) <- src (fp32) for n elements: a copy for fp32 tables */
+    void (*to_compute)(void *dst, const float *src, size_t n);
 } ops_t;
 
 /* floats of workspace attention_forward/backward need for sequence length T */

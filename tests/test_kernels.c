@@ -639,12 +639,12 @@ static const char *table_hole(const ops_t *o) {
     HOLE(attention_forward); HOLE(attention_backward); HOLE(swiglu_forward); HOLE(swiglu_backward);
     HOLE(ce_rowmax); HOLE(ce_sumexp); HOLE(ce_target); HOLE(ce_loss); HOLE(ce_backward); HOLE(adamw);
     HOLE(add_inplace); HOLE(scale_inplace); HOLE(sumsq); HOLE(zero); HOLE(copy); HOLE(to_host); HOLE(from_host);
-    HOLE(dev_alloc); HOLE(dev_free); HOLE(synchronize);
+    HOLE(dev_alloc); HOLE(dev_free); HOLE(synchronize); HOLE(cbytes); HOLE(to_compute);
 #undef HOLE
     return NULL;
 }
-/* if an entry is added to ops_t, table_hole must learn it: 28 function pointers and the name */
-_Static_assert(sizeof(ops_t) == 29 * sizeof(void *), "ops_t changed: update table_hole in tests/test_kernels.c");
+/* if an entry is added to ops_t, table_hole must learn it: 29 function pointers, cbytes and the name */
+_Static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: update table_hole in tests/test_kernels.c");
 
 static void test_tables(void) {
     const char *h = table_hole(&ops_cpu);

@@ -80,6 +80,7 @@ static void null_copy(void *dst, const void *src, size_t bytes) { (void)dst; (vo
 static void *null_dev_alloc(size_t bytes) { (void)bytes; return NULL; }
 static void null_dev_free(void *p) { (void)p; }
 static void null_synchronize(void) {}
+static void null_to_compute(void *dst, const float *src, size_t n) { (void)dst; (void)src; (void)n; }
 
 const ops_t ops_null = {
     .name = "null",
@@ -111,4 +112,6 @@ const ops_t ops_null = {
     .dev_alloc = null_dev_alloc,
     .dev_free = null_dev_free,
     .synchronize = null_synchronize,
+    .cbytes = 4,
+    .to_compute = null_to_compute,
 };

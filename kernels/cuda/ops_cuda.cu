@@ -410,6 +410,9 @@ static void cu_dev_free(void *p) {
 }
 
 static void cu_synchronize(void) { cudaCheck(cudaDeviceSynchronize()); }
+static void cu_to_compute(void *dst, const float *src, size_t n) {
+    if (n && dst != src) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+}
 
 /* ---- the table ---------------------------------------------------------------------------------
  * Built by assignment (C++17 has no designated initialisers); the static_assert below makes an
@@ -446,9 +449,11 @@ static ops_t make_ops_cuda(void) {
     o.dev_alloc = cu_dev_alloc;
     o.dev_free = cu_dev_free;
     o.synchronize = cu_synchronize;
+    o.cbytes = 4;
+    o.to_compute = cu_to_compute;
     return o;
 }
-/* 28 function pointers and the name: update make_ops_cuda when kernels.h grows */
-static_assert(sizeof(ops_t) == 29 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
+/* 29 function pointers, cbytes and the name: update make_ops_cuda when kernels.h grows */
+static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
 
 extern "C" const ops_t ops_cuda = make_ops_cuda();
