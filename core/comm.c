@@ -85,6 +85,28 @@ int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
     return comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen);
 }
 
+/* bf16 sum for MPI (no native bf16 type): each pair added in fp32, rounded to nearest even */
+static float bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in; uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+}
+static MPI_Op bf16_sum_op(void) {
+    static MPI_Op op = MPI_OP_NULL;
+    if (op == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(bf16_sum_fn, 1, &op));
+    return op;
+}
+static MPI_Datatype mpi_type(comm_dtype t) { return t == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+static MPI_Op mpi_sum(comm_dtype t) { return t == COMM_BF16 ? bf16_sum_op() : MPI_SUM; }
+#define AT(p, i, esz) ((void *)((char *)(p) + (size_t)(i) * (esz)))
+
 /* local copy between buffers of the backend */
 static void dcopy(void *dst, const void *src, size_t bytes) {
     if (dst == src) return;
@@ -95,7 +117,7 @@ static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_O
     if (g->null || g->size == 1 || n == 0) return;
     double t0 = comm_now_ms();
     if (device && g->nccl) {
-        comm_nccl_all_reduce(g->nccl, buf, n, op == MPI_MAX);
+        comm_nccl_all_reduce(g->nccl, buf, n, op == MPI_MAX, (int)esz);
     } else if (device && g_dev) {
         void *h = host_buf(0, n * esz);
         g_dev->to_host(h, buf, n * esz);
@@ -108,29 +130,35 @@ static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_O
 }
 void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_SUM, 4, 1); }
 void comm_all_reduce_max(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_MAX, 4, 1); }
+void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t) {
+    if (g->null || g->size == 1 || n == 0) return; /* before mpi_sum(): no MPI call in plan mode */
+    all_reduce(g, buf, n, mpi_type(t), mpi_sum(t), (size_t)t, 1);
+}
 /* host doubles (loss sums, norms): always MPI on host memory */
 void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) { all_reduce(g, buf, n, MPI_DOUBLE, MPI_SUM, 8, 0); }
 
-static void mpi_all_gather(comm_group *g, float *recv, const float *send, size_t n) {
-    const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
+static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+    size_t esz = (size_t)t;
     if (g_dev) {
-        float *h = host_buf(0, n * g->size * sizeof(float));
-        g_dev->to_host(h + (size_t)g->rank * n, send, n * sizeof(float));
-        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, (int)n, MPI_FLOAT, h, (int)n, MPI_FLOAT, COMM(g)));
-        g_dev->from_host(recv, h, n * g->size * sizeof(float));
+        char *h = host_buf(0, n * g->size * esz);
+        g_dev->to_host(h + (size_t)g->rank * n * esz, send, n * esz);
+        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, (int)n, mpi_type(t), h, (int)n, mpi_type(t), COMM(g)));
+        g_dev->from_host(recv, h, n * g->size * esz);
         return;
     }
-    MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
+    const void *s = (send == AT(recv, (size_t)g->rank * n, esz)) ? MPI_IN_PLACE : send;
+    MPI_CHECK(MPI_Allgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g)));
 }
 
-void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) {
+void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
     if (g->null) return;
-    if (g->size == 1) { dcopy(recv, send, n * sizeof(float)); return; }
+    if (g->size == 1) { dcopy(recv, send, n * (size_t)t); return; }
     double t0 = comm_now_ms();
-    if (g->nccl) comm_nccl_all_gather(g->nccl, recv, send, n, NULL);
-    else mpi_all_gather(g, recv, send, n);
-    count(COMM_ALL_GATHER, n * g->size * sizeof(float), comm_now_ms() - t0);
+    if (g->nccl) comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL);
+    else mpi_all_gather(g, recv, send, n, t);
+    count(COMM_ALL_GATHER, n * g->size * (size_t)t, comm_now_ms() - t0);
 }
+void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) { comm_all_gather_t(g, recv, send, n, COMM_F32); }
 
 void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n) {
     if (g->null) return;
@@ -139,27 +167,29 @@ void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t 
     MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
 }
 
-void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) {
+void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
     if (g->null) return;
-    if (g->size == 1) { dcopy(recv, buf, n * sizeof(float)); return; }
+    size_t esz = (size_t)t;
+    if (g->size == 1) { dcopy(recv, buf, n * esz); return; }
     double t0 = comm_now_ms();
     size_t all = n * g->size;
     if (g->nccl) {
-        comm_nccl_reduce_scatter(g->nccl, recv, buf, n);
+        comm_nccl_reduce_scatter(g->nccl, recv, buf, n, (int)esz);
     } else {
-        float *b = buf;
-        if (g_dev) { b = host_buf(0, all * sizeof(float)); g_dev->to_host(b, buf, all * sizeof(float)); }
-        float *r = g_dev ? host_buf(1, n * sizeof(float)) : recv;
+        void *b = buf;
+        if (g_dev) { b = host_buf(0, all * esz); g_dev->to_host(b, buf, all * esz); }
+        void *r = g_dev ? host_buf(1, n * esz) : recv;
         if (g_rs == COMM_RS_NATIVE) {
-            MPI_CHECK(MPI_Reduce_scatter_block(b, r, (int)n, MPI_FLOAT, MPI_SUM, COMM(g)));
+            MPI_CHECK(MPI_Reduce_scatter_block(b, r, (int)n, mpi_type(t), mpi_sum(t), COMM(g)));
         } else {
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, (int)all, MPI_FLOAT, MPI_SUM, COMM(g)));
-            memcpy(r, b + (size_t)g->rank * n, n * sizeof(float));
+            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, (int)all, mpi_type(t), mpi_sum(t), COMM(g)));
+            memcpy(r, AT(b, (size_t)g->rank * n, esz), n * esz);
         }
-        if (g_dev) g_dev->from_host(recv, r, n * sizeof(float));
+        if (g_dev) g_dev->from_host(recv, r, n * esz);
     }
-    count(COMM_REDUCE_SCATTER, all * sizeof(float), comm_now_ms() - t0);
+    count(COMM_REDUCE_SCATTER, all * esz, comm_now_ms() - t0);
 }
+void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) { comm_reduce_scatter_t(g, recv, buf, n, COMM_F32); }
 
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
     if (g->null || g->size == 1) return;
@@ -180,23 +210,27 @@ void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
 /* Non-blocking all-gather for FSDP prefetch: NCCL returns an event the compute stream waits on;
  * MPI on host buffers uses MPI_Iallgather; host-staged MPI (device buffers without NCCL) completes
  * at once (no overlap in that fallback). */
-void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
+void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
     memset(r, 0, sizeof *r);
     if (g->null) return;
-    if (g->size == 1) { dcopy(recv, send, n * sizeof(float)); return; }
-    r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * sizeof(float);
+    size_t esz = (size_t)t;
+    if (g->size == 1) { dcopy(recv, send, n * esz); return; }
+    r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * esz;
     r->t0 = comm_now_ms();
     if (g->nccl) {
-        comm_nccl_all_gather(g->nccl, recv, send, n, &r->event);
+        comm_nccl_all_gather(g->nccl, recv, send, n, (int)esz, &r->event);
         r->active = 1;
         return;
     }
-    if (g_dev) { comm_all_gather(g, recv, send, n); return; }
+    if (g_dev) { comm_all_gather_t(g, recv, send, n, t); return; }
     MPI_Request *q = malloc(sizeof *q);
     if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
-    const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
-    MPI_CHECK(MPI_Iallgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g), q));
+    const void *s = (send == AT(recv, (size_t)g->rank * n, esz)) ? MPI_IN_PLACE : send;
+    MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), q));
     r->active = 1; r->mpi_req = q;
+}
+void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
+    comm_all_gather_start_t(g, r, recv, send, n, COMM_F32);
 }
 
 /* the time counted for a non-blocking collective is the time spent waiting for it (not its

@@ -11,6 +11,9 @@
 typedef enum { COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_NKIND } comm_kind;
 extern const char *const comm_kind_names[COMM_NKIND];
 
+/* element type of device data in a collective: fp32, or bf16 (2-byte compute copies, CUDA bf16) */
+typedef enum { COMM_F32 = 4, COMM_BF16 = 2 } comm_dtype;
+
 typedef struct comm_stats { uint64_t calls[COMM_NKIND], bytes[COMM_NKIND]; double ms[COMM_NKIND]; } comm_stats;
 
 /* How a reduce-scatter is carried out over MPI (measured by build/commbench): an in-place
@@ -52,11 +55,16 @@ void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n);
 /* buf[size*n] summed over the group; this rank's part (rank*n .. +n) lands in recv[n].
  * buf is clobbered. */
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n);
+/* the same with an element type (n counts elements; bf16 sums accumulate each pair in fp32) */
+void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t);
+void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t);
+void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t);
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root);
 /* all-gather of HOST buffers over MPI whatever the backend (checkpoint I/O) */
 void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n);
 /* non-blocking all-gather (FSDP prefetch); comm_wait completes it (and counts its time) */
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n);
+void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t);
 void comm_wait(comm_req *r);
 
 const comm_stats *comm_get_stats(void);

@@ -55,20 +55,22 @@ void comm_nccl_wait(void *event) {
     CUDA_CHECK(cudaEventDestroy(e));
 }
 
-void comm_nccl_all_reduce(void *c, float *buf, size_t n, int is_max) {
+static ncclDataType_t dtype(int esz) { return esz == 2 ? ncclBfloat16 : ncclFloat32; }
+
+void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz) {
     enter();
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat32, is_max ? ncclMax : ncclSum, *(ncclComm_t *)c, g_stream));
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, dtype(esz), is_max ? ncclMax : ncclSum, *(ncclComm_t *)c, g_stream));
     comm_nccl_wait(leave());
 }
-void comm_nccl_all_gather(void *c, float *recv, const float *send, size_t n, void **event) {
+void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
     enter();
-    NCCL_CHECK(ncclAllGather(send, recv, n, ncclFloat32, *(ncclComm_t *)c, g_stream));
+    NCCL_CHECK(ncclAllGather(send, recv, n, dtype(esz), *(ncclComm_t *)c, g_stream));
     cudaEvent_t e = leave();
     if (event) *event = e; else comm_nccl_wait(e);
 }
-void comm_nccl_reduce_scatter(void *c, float *recv, const float *send, size_t n) {
+void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz) {
     enter();
-    NCCL_CHECK(ncclReduceScatter(send, recv, n, ncclFloat32, ncclSum, *(ncclComm_t *)c, g_stream));
+    NCCL_CHECK(ncclReduceScatter(send, recv, n, dtype(esz), ncclSum, *(ncclComm_t *)c, g_stream));
     comm_nccl_wait(leave());
 }
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root) {
@@ -83,11 +85,13 @@ int comm_nccl_init(void *mpi_comm, int size, int rank, void **out, char *err, si
     snprintf(err, errlen, "--comm nccl: this build has no CUDA/NCCL (nvcc was not found at build time)");
     return -1;
 }
-void comm_nccl_all_reduce(void *c, float *buf, size_t n, int is_max) { (void)c; (void)buf; (void)n; (void)is_max; }
-void comm_nccl_all_gather(void *c, float *recv, const float *send, size_t n, void **event) {
-    (void)c; (void)recv; (void)send; (void)n; (void)event;
+void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz) { (void)c; (void)buf; (void)n; (void)is_max; (void)esz; }
+void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
+    (void)c; (void)recv; (void)send; (void)n; (void)esz; (void)event;
 }
-void comm_nccl_reduce_scatter(void *c, float *recv, const float *send, size_t n) { (void)c; (void)recv; (void)send; (void)n; }
+void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz) {
+    (void)c; (void)recv; (void)send; (void)n; (void)esz;
+}
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root) { (void)c; (void)buf; (void)n; (void)root; }
 void comm_nccl_wait(void *event) { (void)event; }
 #endif

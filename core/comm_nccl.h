@@ -9,9 +9,10 @@
 int comm_nccl_available(void);
 /* create a communicator over the MPI communicator *mpi_comm (MPI_Comm*); -1 with message on error */
 int comm_nccl_init(void *mpi_comm, int size, int rank, void **out, char *err, size_t errlen);
-void comm_nccl_all_reduce(void *c, float *buf, size_t n, int is_max);
-void comm_nccl_all_gather(void *c, float *recv, const float *send, size_t n, void **event);
-void comm_nccl_reduce_scatter(void *c, float *recv, const float *send, size_t n);
+/* esz: element bytes, 4 (fp32) or 2 (bf16) */
+void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz);
+void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event);
+void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz);
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root);
 void comm_nccl_wait(void *event);
 #endif

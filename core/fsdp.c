@@ -80,8 +80,17 @@ void fsdp_gather_start(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     if (u->state != 0) return;
     u->full = mem_alloc(MEM_GATHERED, (size_t)u->padded * f->gather_bytes);
-    if (f->prefetch) comm_all_gather_start(f->dp, &u->req, u->full, u->p, (size_t)u->shard);
-    else comm_all_gather(f->dp, u->full, u->p, (size_t)u->shard);
+    const void *send = u->p;
+    comm_dtype t = COMM_F32;
+    if (f->gather_bytes != 4) {
+        /* compute copies in bf16: convert the owned fp32 slice into its place in the gathered buffer,
+         * then all-gather in place (half the bytes of an fp32 gather) */
+        void *mine = (char *)u->full + (size_t)f->dp->rank * u->shard * f->gather_bytes;
+        f->ops->to_compute(mine, u->p, (size_t)u->shard);
+        send = mine; t = COMM_BF16;
+    }
+    if (f->prefetch) comm_all_gather_start_t(f->dp, &u->req, u->full, send, (size_t)u->shard, t);
+    else comm_all_gather_t(f->dp, u->full, send, (size_t)u->shard, t);
     u->state = f->prefetch ? 1 : 2;
 }
 

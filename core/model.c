@@ -68,7 +68,7 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
         return -1;
     }
     M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
-    tp_init(&M->tp, tpg, ops, sp, o->B, o->T);
+    tp_init(&M->tp, tpg, ops, sp, o->B, o->T, o->abytes);
     M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
     M->units = calloc((size_t)M->L + 1, sizeof *M->units);
     M->acts = calloc((size_t)M->L, sizeof *M->acts);
@@ -106,7 +106,11 @@ void model_init_params(model_t *M, uint64_t seed) {
 }
 
 /* ---------------------------------------------------------------- helpers */
-static float *W(model_t *M, int unit, int seg) { return M->units[unit].full + M->units[unit].seg[seg].off; }
+/* compute-precision pointer arithmetic: activations and gathered copies hold abytes-sized elements */
+static float *CP(const model_t *M, float *p, size_t i) { return (float *)((char *)p + i * (size_t)M->o.abytes); }
+static float *W(model_t *M, int unit, int seg) {
+    return (float *)((char *)M->units[unit].full + (size_t)M->units[unit].seg[seg].off * M->fsdp.gather_bytes);
+}
 static float *G(model_t *M, int unit, int seg) { return M->units[unit].full_g + M->units[unit].seg[seg].off; }
 
 /* rmsnorm of the local rows x[Ns,d], then (SP) gathered to out[Nt,d] */
@@ -212,7 +216,7 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->matmul_backward(dh2, G(M, i, S_UP), dup, a->h2, W(M, i, S_UP), Nt, d, fl);
     mem_free(dup); mem_free(dgate);
     float *dxmid = WS((size_t)Ns * d);
-    o->copy(dxmid, dx_out, (size_t)Ns * d * sizeof(float));
+    o->copy(dxmid, dx_out, (size_t)Ns * d * M->o.abytes);
     norm_enter_backward(M, dxmid, G(M, i, S_POST), dh2, a->xmid, W(M, i, S_POST), a->rstd2);
     mem_free(dh2);
     /* attention */
@@ -233,7 +237,7 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->matmul_backward(dh1, G(M, i, S_V), dv, a->h1, W(M, i, S_V), Nt, d, KVl * hd);
     mem_free(dv); mem_free(dk); mem_free(dq);
     float *dx = WS((size_t)Ns * d);
-    o->copy(dx, dxmid, (size_t)Ns * d * sizeof(float));
+    o->copy(dx, dxmid, (size_t)Ns * d * M->o.abytes);
     norm_enter_backward(M, dx, G(M, i, S_IN), dh1, a->x, W(M, i, S_IN), a->rstd1);
     mem_free(dh1); mem_free(dxmid);
     tp_norm_grad_sync(&M->tp, G(M, i, S_IN), d);
@@ -273,16 +277,16 @@ static int head_chunk_rows(const model_t *M) {
 static double head_loss(model_t *M, float *dhf, float scale) {
     const ops_t *o = M->ops;
     int root = M->L, d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
-    float *logits = mem_alloc(MEM_WORKSPACE, (size_t)chunk * Vl * sizeof(float));
+    float *logits = WS((size_t)chunk * Vl);
     float *stats = WS32(4 * (size_t)chunk);
     double sum = 0;
     for (int r0 = 0; r0 < M->Nt; r0 += chunk) {
         int rows = M->Nt - r0 < chunk ? M->Nt - r0 : chunk;
-        const float *h = M->hf + (size_t)r0 * d;
+        const float *h = CP(M, M->hf, (size_t)r0 * d);
         o->matmul_forward(logits, h, W(M, root, R_HEAD), rows, d, Vl, 0);
         tp_cross_entropy(&M->tp, &M->sh, logits, M->tgt + r0, rows, scale, stats, M->loss_host + r0);
         for (int r = 0; r < rows; r++) sum += M->loss_host[r0 + r];
-        if (dhf) o->matmul_backward(dhf + (size_t)r0 * d, G(M, root, R_HEAD), logits, h, W(M, root, R_HEAD),
+        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, R_HEAD), logits, h, W(M, root, R_HEAD),
                                     rows, d, Vl);
     }
     mem_free(stats); mem_free(logits);

@@ -19,44 +19,47 @@ int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *e
     return 0;
 }
 
-void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T) {
+void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T, int esz) {
     t->g = g; t->ops = ops; t->tp = g->size; t->rank = g->rank;
+    t->dt = esz == 2 ? COMM_BF16 : COMM_F32;
     t->sp = sp && g->size > 1;
     t->B = B; t->T = T; t->Tl = t->sp ? T / g->size : T;
 }
 
 /* [tp, B, Tl, C] (rank-major) <-> [B, T, C] */
 static void permute(tp_ctx *t, float *dst, const float *src, int C, int to_bt) {
-    size_t blk = (size_t)t->Tl * C;
+    size_t esz = (size_t)t->dt, blk = (size_t)t->Tl * C;
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
     for (int r = 0; r < t->tp; r++)
         for (int b = 0; b < t->B; b++) {
-            size_t rm = ((size_t)r * t->B + b) * blk;          /* rank-major offset */
-            size_t bt = ((size_t)b * t->T + (size_t)r * t->Tl) * C; /* [B,T,C] offset */
-            if (to_bt) t->ops->copy(dst + bt, src + rm, blk * sizeof(float));
-            else t->ops->copy(dst + rm, src + bt, blk * sizeof(float));
+            size_t rm = ((size_t)r * t->B + b) * blk * esz;               /* rank-major offset */
+            size_t bt = ((size_t)b * t->T + (size_t)r * t->Tl) * C * esz; /* [B,T,C] offset */
+            if (to_bt) t->ops->copy(d + bt, s + rm, blk * esz);
+            else t->ops->copy(d + rm, s + bt, blk * esz);
         }
 }
 
 static void sp_gather(tp_ctx *t, float *full, const float *local, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
-    if (t->B == 1) { comm_all_gather(t->g, full, local, n); return; }
-    float *stage = mem_alloc(MEM_COMM, n * t->tp * sizeof(float));
-    comm_all_gather(t->g, stage, local, n);
+    if (t->B == 1) { comm_all_gather_t(t->g, full, local, n, t->dt); return; }
+    float *stage = mem_alloc(MEM_COMM, n * t->tp * (size_t)t->dt);
+    comm_all_gather_t(t->g, stage, local, n, t->dt);
     permute(t, full, stage, C, 1);
     mem_free(stage);
 }
 
 static void sp_reduce_scatter(tp_ctx *t, float *local, float *full, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
-    if (t->B == 1) { comm_reduce_scatter(t->g, local, full, n); return; }
-    float *stage = mem_alloc(MEM_COMM, n * t->tp * sizeof(float));
+    if (t->B == 1) { comm_reduce_scatter_t(t->g, local, full, n, t->dt); return; }
+    float *stage = mem_alloc(MEM_COMM, n * t->tp * (size_t)t->dt);
     permute(t, stage, full, C, 0);
-    comm_reduce_scatter(t->g, local, stage, n);
+    comm_reduce_scatter_t(t->g, local, stage, n, t->dt);
     mem_free(stage);
 }
 
 static void copy_if(tp_ctx *t, float *dst, const float *src, int C) {
-    if (dst != src) t->ops->copy(dst, src, (size_t)t->B * t->T * C * sizeof(float));
+    if (dst != src) t->ops->copy(dst, src, (size_t)t->B * t->T * C * (size_t)t->dt);
 }
 
 void tp_enter(tp_ctx *t, float *full, const float *local, int C) {
@@ -64,7 +67,7 @@ void tp_enter(tp_ctx *t, float *full, const float *local, int C) {
 }
 void tp_exit(tp_ctx *t, float *local, float *full, int C) {
     if (t->sp) { sp_reduce_scatter(t, local, full, C); return; }
-    comm_all_reduce_sum(t->g, full, (size_t)t->B * t->T * C);
+    comm_all_reduce_sum_t(t->g, full, (size_t)t->B * t->T * C, t->dt);
     copy_if(t, local, full, C);
 }
 void tp_enter_backward(tp_ctx *t, float *dlocal, float *dfull, int C) { tp_exit(t, dlocal, dfull, C); }

@@ -18,6 +18,7 @@ typedef struct tp_ctx {
     int tp, rank;
     int sp;              /* sequence parallel on */
     int B, T, Tl;        /* Tl = T/tp with SP, T without */
+    comm_dtype dt;       /* element type of activations (compute precision) */
 } tp_ctx;
 
 /* TP-local shapes of a model on tp ranks */
@@ -29,7 +30,8 @@ typedef struct tp_shape {
 
 /* -1 with a message if H, KV or f is not divisible by tp */
 int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *err, size_t errlen);
-void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T);
+/* esz: bytes per activation element (4 fp32, 2 bf16) */
+void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T, int esz);
 
 /* full [B*T,C] <- local [B*Tl,C] (SP all-gather); plain mode: copies when the pointers differ */
 void tp_enter(tp_ctx *t, float *full, const float *local, int C);
