@@ -78,7 +78,7 @@ static const opt_def OPTS[] = {
     {"checkpoint-activations", O_ON, F(ckpt), NULL, "keep only each layer's input; recompute in backward"},
     {"backend", O_STR, F(backend), "cpu|cuda", "compute backend"},
     {"comm", O_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)"},
-    {"dtype", O_STR, F(dtype), "fp32|bf16", "compute precision (bf16: CUDA, or --plan)"},
+    {"dtype", O_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 on cuda, fp32 on cpu; --plan takes either)"},
     {"warmup-steps-excluded", O_INT, F(excluded), "N", "steps left out of the median step time"},
     {"peak-tflops", O_DBL, F(peak_tflops), "X", "peak FLOP/s per rank for MFU (default: measured SGEMM on CPU)"},
     {"log-every", O_INT, F(log_every), "N", "progress line every N steps (rank 0, stderr)"},
@@ -555,7 +555,7 @@ int main(int argc, char **argv) {
     memset(&R, 0, sizeof R);
     opts *o = &R.o;
     *o = (opts){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu",
-                .comm = "mpi", .dtype = "fp32", .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0,
+                .comm = "mpi", .dtype = NULL, .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0,
                 .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                 .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
     const char *er = env_rank_str();
@@ -584,6 +584,7 @@ int main(int argc, char **argv) {
     if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine")) BAD("--schedule must be constant or cosine (got '%s')", o->schedule);
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) BAD("--backend must be cpu or cuda (got '%s')", o->backend);
     if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
+    if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* design 4.8: bf16 is CUDA's default */
     if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16")) BAD("--dtype must be fp32 or bf16 (got '%s')", o->dtype);
     if (o->mem_budget) {
         if (parse_size(o->mem_budget, &R.budget) || R.budget == 0)
@@ -616,10 +617,15 @@ int main(int argc, char **argv) {
 #ifdef MESHSWEEP_CUDA
         if (cuda_device_count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
         ops = &ops_cuda;
+#ifdef MESHSWEEP_CUDA_BF16
+        if (!strcmp(o->dtype, "bf16")) ops = &ops_cuda_bf16;
+#endif
 #else
         BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
 #endif
     }
+
+    if ((int)ops->cbytes != R.mo.abytes) BAD("--dtype %s is not available on --backend %s in this build", o->dtype, o->backend);
 
     /* ---- MPI and mesh */
     MPI_Init(&argc, &argv);
