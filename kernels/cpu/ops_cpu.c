@@ -5,13 +5,16 @@
  * vectorise them. Attention is flash-style in what it keeps (only lse[B,H,T]), computed per
  * (batch, head) and per block of query rows so that the masked upper triangle is never multiplied.
  * What it is not: parallel (no threads, no collectives — one BLAS thread per rank, see
- * cpu_blas_init), nor an allocator policy (dev_alloc is aligned malloc; core/mem does the tracking).
+ * cpu_blas_init), nor an allocator policy beyond keeping freed memory in the process (dev_alloc is
+ * aligned malloc with glibc told not to trim, see cpu_malloc_tune; core/mem does the tracking).
  * The exact semantics of each op are documented in kernels/kernels.h; tests/test_kernels.c checks
  * every op against naive double-precision references and every backward by finite differences.
  */
 #include "kernels/kernels.h"
 
 #include <cblas.h>
+#include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,9 +24,11 @@
 
 /* The element-wise loops below (exp, silu, AdamW, RoPE) only vectorise when gcc may if-convert
  * comparisons, which it refuses under the default -ftrapping-math; we never inspect FP exception
- * flags, so turning that off here changes no result. -O2 alone uses gcc 12's "very cheap"
+ * flags, so turning that off here changes no result. Likewise sqrtf only becomes vsqrtps when it
+ * need not set errno (AdamW stayed scalar, with a libm call per element, until no-math-errno):
+ * IEEE sqrt is exact either way, and nothing reads errno. -O2 alone uses gcc 12's "very cheap"
  * vectoriser, which skips any loop needing an epilogue. */
-#pragma GCC optimize("tree-vectorize", "no-trapping-math")
+#pragma GCC optimize("tree-vectorize", "no-trapping-math", "no-math-errno")
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
@@ -60,20 +65,79 @@ static inline float fexp(float x) {
     return p * s1.f * s2.f;
 }
 
-/* The loops around fexp are the main non-GEMM cost (softmax, silu, cross-entropy): they get
- * AVX-512 and AVX2 clones chosen at load time (ifunc), since the Makefile builds for baseline
- * x86-64 (SSE2, 4 lanes). No FMA in any clone (-std=c11 keeps fp-contract off) and reductions
+/* The loops around fexp are the main non-GEMM cost (softmax, silu, cross-entropy): they and the
+ * other streaming loops (RMSNorm, residual add, grad scaling, sum of squares) get AVX-512 and AVX2
+ * clones chosen at load time (ifunc), since the Makefile builds for baseline x86-64 (SSE2, 4 lanes). No FMA in any clone (-std=c11 keeps fp-contract off) and reductions
  * keep their written order, so every clone gives the same bits. */
 #define SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-/* s[j] = mul·exp(s[j] − shift), in place: the softmax inner loop */
-SIMD_CLONES static void exp_shift_inplace(float *s, int n, float shift, float mul) {
-    for (int j = 0; j < n; j++) s[j] = mul * fexp(s[j] - shift);
+/* The softmax rows have every length 1..T, so a plain loop spent a quarter of its time in its
+ * scalar epilogue. These helpers run blocks of EXP_W elements (a fixed trip count gcc vectorises
+ * whole: one zmm, two ymm or four xmm) and pass the tail through the same block on a padded
+ * copy, so every element gets the vector code and the same bits whatever its position. */
+#define EXP_W 16
+
+/* s[j] = exp(s[j] − shift), in place (the backward recompute of P from lse) */
+SIMD_CLONES static void exp_shift_inplace(float *restrict s, int n, float shift) {
+    int j = 0;
+    for (; j + EXP_W <= n; j += EXP_W)
+        for (int u = 0; u < EXP_W; u++) s[j + u] = fexp(s[j + u] - shift);
+    if (j < n) {
+        float t[EXP_W];
+        for (int u = 0; u < EXP_W; u++) t[u] = j + u < n ? s[j + u] : shift;
+        for (int u = 0; u < EXP_W; u++) t[u] = fexp(t[u] - shift);
+        for (int u = 0; u < n - j; u++) s[j + u] = t[u];
+    }
+}
+
+/* s[j] = exp(s[j] − shift) in place, returning their sum (EXP_W partial sums, combined pairwise);
+ * the forward softmax in one pass instead of two */
+SIMD_CLONES static float exp_shift_sum(float *restrict s, int n, float shift) {
+    float acc[EXP_W] = {0};
+    int j = 0;
+    for (; j + EXP_W <= n; j += EXP_W)
+        for (int u = 0; u < EXP_W; u++) {
+            float e = fexp(s[j + u] - shift);
+            s[j + u] = e;
+            acc[u] += e;
+        }
+    if (j < n) {
+        float t[EXP_W];
+        for (int u = 0; u < EXP_W; u++) t[u] = j + u < n ? s[j + u] : shift;
+        for (int u = 0; u < EXP_W; u++) t[u] = fexp(t[u] - shift);
+        for (int u = 0; u < n - j; u++) { s[j + u] = t[u]; acc[u] += t[u]; }
+    }
+    for (int w = EXP_W / 2; w > 0; w /= 2)
+        for (int u = 0; u < w; u++) acc[u] += acc[u + w];
+    return acc[0];
+}
+
+/* D[i] = Σ_c a[i·ld + c]·b[i·ld + c] for i < m, c < n: the rowsum(dO ⊙ O) of a query block, eight
+ * partial sums per row as dotf (one call per block, cloned, instead of a call per row) */
+SIMD_CLONES static void rows_dot(float *restrict D, const float *restrict a, const float *restrict b, int m, int n,
+                                 int ld) {
+    for (int i = 0; i < m; i++) {
+        const float *x = a + (size_t)i * ld, *y = b + (size_t)i * ld;
+        float acc[8] = {0};
+        int c = 0;
+        for (; c + 8 <= n; c += 8)
+            for (int u = 0; u < 8; u++) acc[u] += x[c + u] * y[c + u];
+        float s = 0.0f;
+        for (; c < n; c++) s += x[c] * y[c];
+        D[i] = s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    }
+}
+
+/* ds[j] = p[j]·(ds[j] − D) for j < n: the softmax backward row (cloned: the attention loops around
+ * it are not) */
+SIMD_CLONES static void softmax_grad_row(float *restrict ds, const float *restrict p, float D, int n) {
+    for (int j = 0; j < n; j++) ds[j] = p[j] * (ds[j] - D);
 }
 
 /* sum a[i]*b[i] with eight float partial sums: vectorisable without reassociation flags and
- * more accurate than one running float sum */
-static float dotf(const float *restrict a, const float *restrict b, int n) {
+ * more accurate than one running float sum. Always inlined, so that the cloned RMSNorm gets it
+ * at its own vector width rather than calling the baseline SSE copy once per row. */
+static inline __attribute__((always_inline)) float dotf(const float *restrict a, const float *restrict b, int n) {
     float acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -83,19 +147,9 @@ static float dotf(const float *restrict a, const float *restrict b, int n) {
     return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-static float sumf(const float *restrict a, int n) {
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int u = 0; u < 8; u++) acc[u] += a[i + u];
-    float s = 0.0f;
-    for (; i < n; i++) s += a[i];
-    return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 /* eight running maxima: one running max is a chain of dependent maxss (4 cycles each) that
  * made this loop the largest cost of attention_forward */
-static float maxf(const float *restrict a, int n) {
+SIMD_CLONES static float maxf(const float *restrict a, int n) {
     float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -159,7 +213,7 @@ static void cpu_embedding_backward(float *restrict dtable, const float *restrict
 /* ------------------------------------------------------------------------------------------ */
 /* RMSNorm                                                                                    */
 
-static void cpu_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
+SIMD_CLONES static void cpu_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
                                 const float *restrict w, int N, int C, float eps) {
     for (int n = 0; n < N; n++) {
         const float *xn = x + (size_t)n * C;
@@ -171,7 +225,7 @@ static void cpu_rmsnorm_forward(float *restrict out, float *restrict rstd, const
 }
 
 /* y = x·r·w with r = (mean(x²)+eps)^-1/2:  dx = r·(w⊙g) − x·r³/C·Σ(w⊙g⊙x),  dw = Σ_n g⊙x·r */
-static void cpu_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *restrict dout,
+SIMD_CLONES static void cpu_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *restrict dout,
                                  const float *restrict x, const float *restrict w, const float *restrict rstd,
                                  int N, int C) {
     for (int n = 0; n < N; n++) {
@@ -197,24 +251,43 @@ static void cpu_rmsnorm_backward(float *restrict dx, float *restrict dw, const f
 /* ------------------------------------------------------------------------------------------ */
 /* RoPE (HF rotate_half)                                                                      */
 
-/* Frequencies are handled in chunks so that cos/sin live in stack arrays (kernels never allocate):
- * each (t, i) pays for one cos and one sin, reused over every batch row and head. */
+/* Frequencies are handled in chunks so that cos/sin live in stack arrays (kernels never allocate),
+ * each (t, i) reused over every batch row and head. libm's cos and sin were most of this op's
+ * time, so they are evaluated exactly only every ROPE_RESYNC positions and stepped in between by
+ * the angle-addition rotation in double, (c, s)(t+1) = (c·c1 − s·s1, s·c1 + c·s1): the drift over
+ * 32 steps is ~1e-14, far below the float rounding of the result. */
 #define ROPE_CHUNK 128
+#define ROPE_RESYNC 32
 
 /* sign = +1: forward rotation R; sign = -1: its transpose (backward). out may equal x. */
 static void rope_apply(float *out, const float *x, int B, int T, int nh, int hd, float theta, float sign) {
     int half = hd / 2;
     size_t row = (size_t)nh * hd;
-    double inv_freq[ROPE_CHUNK];
+    double inv_freq[ROPE_CHUNK], c1[ROPE_CHUNK], s1[ROPE_CHUNK], cd[ROPE_CHUNK], sd[ROPE_CHUNK];
     float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
     for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
         int m = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
-        for (int i = 0; i < m; i++) inv_freq[i] = pow((double)theta, -2.0 * (double)(i0 + i) / (double)hd);
+        for (int i = 0; i < m; i++) {
+            inv_freq[i] = pow((double)theta, -2.0 * (double)(i0 + i) / (double)hd);
+            c1[i] = cos(inv_freq[i]);
+            s1[i] = sin(inv_freq[i]);
+        }
         for (int t = 0; t < T; t++) {
+            if (t % ROPE_RESYNC == 0)
+                for (int i = 0; i < m; i++) {
+                    double a = (double)t * inv_freq[i];
+                    cd[i] = cos(a);
+                    sd[i] = sin(a);
+                }
+            else
+                for (int i = 0; i < m; i++) {
+                    double c = cd[i] * c1[i] - sd[i] * s1[i];
+                    sd[i] = sd[i] * c1[i] + cd[i] * s1[i];
+                    cd[i] = c;
+                }
             for (int i = 0; i < m; i++) {
-                double a = (double)t * inv_freq[i];
-                cs[i] = (float)cos(a);
-                sn[i] = sign * (float)sin(a);
+                cs[i] = (float)cd[i];
+                sn[i] = sign * (float)sd[i];
             }
             for (int b = 0; b < B; b++)
                 for (int h = 0; h < nh; h++) {
@@ -257,6 +330,7 @@ static void cpu_attention_forward(float *out, float *lse, float *ws, const float
     const int ldq = H * hd, ldk = KV * hd, group = H / KV;
     const float scale = 1.0f / sqrtf((float)hd);
     float *S = ws;
+    float inv[ATT_BLOCK];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const int kh = h / group;
@@ -270,19 +344,24 @@ static void cpu_attention_forward(float *out, float *lse, float *ws, const float
                 float *Sb = S + (size_t)r0 * T;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, r1, hd, scale, Q + (size_t)r0 * ldq, ldq,
                             K, ldk, 0.0f, Sb, T);
+                /* P is left unnormalised (exp(s − max)); each output row is divided by its sum
+                   after P·V instead: hd multiplies per row rather than i+1 */
                 for (int i = r0; i < r1; i++) {
                     float *s = S + (size_t)i * T;
                     const int n = i + 1;
                     const float mx = maxf(s, n);
-                    exp_shift_inplace(s, n, mx, 1.0f);
-                    const float sum = sumf(s, n);
-                    const float inv = 1.0f / sum;
-                    for (int j = 0; j < n; j++) s[j] *= inv;
-                    for (int j = n; j < r1; j++) s[j] = 0.0f;
+                    const float sum = exp_shift_sum(s, n, mx);
+                    if (n < r1) memset(s + n, 0, (size_t)(r1 - n) * sizeof(float));
+                    inv[i - r0] = 1.0f / sum;
                     L[i] = mx + logf(sum);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, r1, 1.0f, Sb, T, V, ldk, 0.0f,
-                            O + (size_t)r0 * ldq, ldq);
+                float *Ob = O + (size_t)r0 * ldq;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, r1, 1.0f, Sb, T, V, ldk, 0.0f, Ob, ldq);
+                for (int i = 0; i < M; i++) {
+                    float *o = Ob + (size_t)i * ldq;
+                    const float c = inv[i];
+                    for (int j = 0; j < hd; j++) o[j] *= c;
+                }
             }
         }
 }
@@ -297,6 +376,7 @@ static void cpu_attention_backward(float *dq, float *dk, float *dv, float *ws, c
     const int ldq = H * hd, ldk = KV * hd, group = H / KV;
     const float scale = 1.0f / sqrtf((float)hd);
     float *P = ws, *dS = ws + (size_t)T * T;
+    float Dr[ATT_BLOCK];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const int kh = h / group;
@@ -311,8 +391,8 @@ static void cpu_attention_backward(float *dq, float *dk, float *dv, float *ws, c
                 for (int i = r0; i < r1; i++) {
                     float *p = P + (size_t)i * T;
                     const float li = L[i];
-                    exp_shift_inplace(p, i + 1, li, 1.0f);
-                    for (int j = i + 1; j < r1; j++) p[j] = 0.0f;
+                    exp_shift_inplace(p, i + 1, li);
+                    if (i + 1 < r1) memset(p + i + 1, 0, (size_t)(r1 - i - 1) * sizeof(float));
                 }
                 if (dv)
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hd, M, 1.0f, Pb, T,
@@ -320,12 +400,13 @@ static void cpu_attention_backward(float *dq, float *dk, float *dv, float *ws, c
                 if (!dq && !dk) continue;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, r1, hd, 1.0f, dO + (size_t)r0 * ldq, ldq,
                             V, ldk, 0.0f, dSb, T);
+                rows_dot(Dr, dO + (size_t)r0 * ldq, O + (size_t)r0 * ldq, M, hd, ldq);
                 for (int i = r0; i < r1; i++) {
                     const float *p = P + (size_t)i * T;
                     float *ds = dS + (size_t)i * T;
-                    const float D = dotf(dO + (size_t)i * ldq, O + (size_t)i * ldq, hd);
-                    for (int j = 0; j <= i; j++) ds[j] = p[j] * (ds[j] - D);
-                    for (int j = i + 1; j < r1; j++) ds[j] = 0.0f;
+                    const float D = Dr[i - r0];
+                    softmax_grad_row(ds, p, D, i + 1);
+                    if (i + 1 < r1) memset(ds + i + 1, 0, (size_t)(r1 - i - 1) * sizeof(float));
                 }
                 if (dq)
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, r1, scale, dSb, T, K, ldk, 1.0f,
@@ -424,41 +505,85 @@ SIMD_CLONES static void cpu_ce_backward(float *dlogits, const float *logits, con
 /* AdamW and small helpers                                                                    */
 
 /* PyTorch's single-tensor AdamW order: decay p·(1 − lr·wd) first, moments, then
- * p −= (lr/bc1)·m / (sqrt(v)/sqrt(bc2) + eps). */
-SIMD_CLONES static void cpu_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n,
-                      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
-    const float decay = 1.0f - lr * wd, step = lr / bc1, bc2s = sqrtf(bc2);
-    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float mi = beta1 * m[i] + a1 * gi;
-        float vi = beta2 * v[i] + a2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2s + eps);
-    }
+ * p −= (lr/bc1)·m / (sqrt(v)/sqrt(bc2) + eps).
+ * gcc will not vectorise sqrtf without -fno-math-errno (which neither `#pragma GCC optimize` nor
+ * the optimize attribute turns on), and scalar sqrt + two divisions per element made this the
+ * largest element-wise op of a step; so the bulk runs through explicit AVX-512 / AVX2 bodies,
+ * chosen once by CPUID. Every body does the same IEEE operations in the same order, without FMA
+ * (sqrt and division are correctly rounded), so all give the bits of the scalar loop. */
+#define ADAMW_SCALAR(i)                                                                                   \
+    do {                                                                                                  \
+        float gi = g[i];                                                                                  \
+        float mi = beta1 * m[i] + a1 * gi;                                                                \
+        float vi = beta2 * v[i] + a2 * gi * gi;                                                           \
+        m[i] = mi;                                                                                        \
+        v[i] = vi;                                                                                        \
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2s + eps);                                       \
+    } while (0)
+
+/* one body per vector ISA: W lanes, type VT, intrinsic prefix PF (_mm512 / _mm256) */
+#define ADAMW_BODY(W, VT, PF)                                                                             \
+    const VT vb1 = PF##_set1_ps(beta1), va1 = PF##_set1_ps(a1), vb2 = PF##_set1_ps(beta2),                \
+             va2 = PF##_set1_ps(a2), vdec = PF##_set1_ps(decay), vstep = PF##_set1_ps(step),              \
+             vbc = PF##_set1_ps(bc2s), veps = PF##_set1_ps(eps);                                          \
+    size_t i = 0;                                                                                         \
+    for (; i + W <= n; i += W) {                                                                          \
+        VT gi = PF##_loadu_ps(g + i);                                                                     \
+        VT mi = PF##_add_ps(PF##_mul_ps(vb1, PF##_loadu_ps(m + i)), PF##_mul_ps(va1, gi));                \
+        VT vi = PF##_add_ps(PF##_mul_ps(vb2, PF##_loadu_ps(v + i)), PF##_mul_ps(PF##_mul_ps(va2, gi), gi)); \
+        PF##_storeu_ps(m + i, mi);                                                                        \
+        PF##_storeu_ps(v + i, vi);                                                                        \
+        VT den = PF##_add_ps(PF##_div_ps(PF##_sqrt_ps(vi), vbc), veps);                                   \
+        VT pi = PF##_sub_ps(PF##_mul_ps(PF##_loadu_ps(p + i), vdec), PF##_div_ps(PF##_mul_ps(vstep, mi), den)); \
+        PF##_storeu_ps(p + i, pi);                                                                        \
+    }                                                                                                     \
+    for (; i < n; i++) ADAMW_SCALAR(i);
+
+#define ADAMW_ARGS float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, \
+                   float beta1, float beta2, float eps, float decay, float step, float bc2s
+#define ADAMW_PRE const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static void adamw_avx512(ADAMW_ARGS) { ADAMW_PRE ADAMW_BODY(16, __m512, _mm512) }
+__attribute__((target("avx2"))) static void adamw_avx2(ADAMW_ARGS) { ADAMW_PRE ADAMW_BODY(8, __m256, _mm256) }
+#endif
+static void adamw_scalar(ADAMW_ARGS) {
+    ADAMW_PRE
+    for (size_t i = 0; i < n; i++) ADAMW_SCALAR(i);
 }
 
-static void cpu_add_inplace(float *restrict y, const float *restrict x, size_t n) {
+static void cpu_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n,
+                      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    static void (*body)(ADAMW_ARGS);
+    if (!body) {
+        body = adamw_scalar;
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f")) body = adamw_avx512;
+        else if (__builtin_cpu_supports("avx2")) body = adamw_avx2;
+#endif
+    }
+    body(p, g, m, v, n, beta1, beta2, eps, 1.0f - lr * wd, lr / bc1, sqrtf(bc2));
+}
+
+SIMD_CLONES static void cpu_add_inplace(float *restrict y, const float *restrict x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-static void cpu_scale_inplace(float *restrict y, float s, size_t n) {
+SIMD_CLONES static void cpu_scale_inplace(float *restrict y, float s, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] *= s;
 }
 
-/* four double partial sums: breaks the add latency chain without changing the precision class */
-static double cpu_sumsq(const float *restrict x, size_t n) {
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+/* eight double partial sums: breaks the add latency chain without changing the precision class,
+ * and is one zmm of doubles in the AVX-512 clone (four scalar sums did not vectorise) */
+SIMD_CLONES static double cpu_sumsq(const float *restrict x, size_t n) {
+    double a[8] = {0};
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a0 += (double)x[i] * x[i];
-        a1 += (double)x[i + 1] * x[i + 1];
-        a2 += (double)x[i + 2] * x[i + 2];
-        a3 += (double)x[i + 3] * x[i + 3];
-    }
-    for (; i < n; i++) a0 += (double)x[i] * x[i];
-    return (a0 + a1) + (a2 + a3);
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) a[u] += (double)x[i + u] * (double)x[i + u];
+    for (; i < n; i++) a[0] += (double)x[i] * x[i];
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
 static void cpu_zero(void *dst, size_t bytes) { if (bytes) memset(dst, 0, bytes); }
@@ -467,15 +592,34 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes) memm
 static void cpu_to_host(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
 static void cpu_from_host(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
 
+/* The engine frees every activation and temporary at the end of a step and allocates them again
+ * in the next one. With glibc's defaults the freed top of the heap is returned to the kernel
+ * (trim threshold 2x the largest freed block, a few MB here) and blocks above the mmap threshold
+ * are unmapped, so every step page-faulted its ~110 MB of activations back in (28k faults, 12% of
+ * a `small` step). Keeping freed memory in the process (no trimming, mmap only above 32 MiB, the
+ * largest threshold glibc allows) removes that; the process holds its peak, which it reached anyway.
+ * mallopt fixes both thresholds (it turns off glibc's dynamic adjustment), once, on first use. */
+static void cpu_malloc_tune(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    /* failures only mean the default policy stays: slower, not wrong */
+    if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, INT_MAX))
+        fprintf(stderr, "ops_cpu: mallopt refused; freed memory may be returned to the OS each step\n");
+}
+
 /* 64-byte alignment (cache line, AVX-512 width); a zero-byte request still gets a unique
  * pointer so that NULL only ever means out of memory. aligned_alloc wants a multiple of 64. */
 static void *cpu_dev_alloc(size_t bytes) {
+    cpu_malloc_tune();
     size_t rounded = bytes == 0 ? 64 : bytes + 63;
     if (rounded < bytes) return NULL; /* overflow */
     return aligned_alloc(64, rounded & ~(size_t)63);
 }
 static void cpu_dev_free(void *p) { free(p); }
 static void cpu_synchronize(void) {}
+
+static void cpu_to_compute(void *dst, const float *src, size_t n) { memmove(dst, src, n * sizeof(float)); }
 
 const ops_t ops_cpu = {
     .name = "cpu",
@@ -507,6 +651,8 @@ const ops_t ops_cpu = {
     .dev_alloc = cpu_dev_alloc,
     .dev_free = cpu_dev_free,
     .synchronize = cpu_synchronize,
+    .cbytes = 4,
+    .to_compute = cpu_to_compute,
 };
 
 /* ------------------------------------------------------------------------------------------ */
