@@ -37,7 +37,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep clean
+.PHONY: all deps data test test-gpu sweep clean fuzz lint
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -45,7 +45,7 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 $(BUILD)/libmeshsweep.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -84,6 +84,43 @@ sweep: deps
 	$(MAKE) all
 	$(MAKE) data
 	$(BUILD)/sweep $(SWEEP)
+
+# ---- fuzzing and static analysis (docs/bad-input.md) ------------------------------------------------
+# Install one tool's Debian package when it is missing (root), else say what to run.
+need_pkg = command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then echo "installing $(2)"; \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2) >/dev/null 2>&1 || \
+  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2); }; \
+  else echo "$(1) missing; run: sudo apt-get install -y $(2)"; exit 1; fi; }
+
+# `make fuzz`: libFuzzer targets (tests/fuzz/fuzz_*.c) built with clang around the project's own
+# parsers, each run for FUZZ_RUNS executions (default 1M) or FUZZ_TIME seconds, whichever ends first;
+# fails on any crash, sanitizer report, oracle failure, or fewer executions than FUZZ_RUNS.
+FUZZ_TARGETS := size hf_config sweep_spec safetensors
+FUZZ_SRCS := core/config.c core/sweep_spec.c core/safetensors.c
+FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -fno-omit-frame-pointer \
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_RUNS ?= 1000000
+FUZZ_TIME ?= 900
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_SRCS) core/config.h core/sweep_spec.h core/safetensors.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) $< $(FUZZ_SRCS) -ljansson -lm -o $@
+fuzz:
+	@$(call need_pkg,clang,clang)
+	$(MAKE) $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_TIME=$(FUZZ_TIME) bash tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+# `make lint`: cppcheck and clang-tidy (clang-analyzer-* and bugprone-*) over the engine, kernels and
+# programs, with the include paths mpicc uses; any finding fails. Suppressions: tests/lint/.
+LINT_SRCS := $(wildcard core/*.c) $(wildcard kernels/cpu/*.c) $(wildcard bench/*.c)
+LINT_INC := -I. -I$(BLAS_INC) $(shell mpicc --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed '/^$$/d; s/^/-I/')
+lint:
+	@$(call need_pkg,cppcheck,cppcheck)
+	@$(call need_pkg,clang-tidy,clang-tidy)
+	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr \
+	  --suppressions-list=tests/lint/cppcheck.supp -D_GNU_SOURCE -D__x86_64__ -D__GNUC__ -D__linux__ \
+	  -I. $(LINT_SRCS)
+	printf '%s\n' $(LINT_SRCS) | xargs -P 2 -n 4 sh -c 'clang-tidy --quiet --config-file=tests/lint/clang-tidy.yaml "$$@" \
+	  -- -std=c11 -D_GNU_SOURCE $(LINT_INC)' clang-tidy
 
 clean:
 	rm -rf build build-san

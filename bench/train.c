@@ -617,9 +617,7 @@ int main(int argc, char **argv) {
 #ifdef MESHSWEEP_CUDA
         if (cuda_device_count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
         ops = &ops_cuda;
-#ifdef MESHSWEEP_CUDA_BF16
         if (!strcmp(o->dtype, "bf16")) ops = &ops_cuda_bf16;
-#endif
 #else
         BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
 #endif

@@ -15,7 +15,11 @@
  * deterministic; the scores are recomputed once in each backward kernel (the price of that).
  * All scores are computed as Σ_d (q_d·scale)·k_d in increasing d in all three kernels, so the
  * probabilities the backward recomputes are those the forward normalised.
- * What it is not: a tensor-core kernel; the bf16/tensor-core attention is a later step. The ws
+ * The kernels are templates on the storage type S of q, k, v, out, dout and the gradients
+ * (cuda_common.cuh): S = float for ops_cuda, S = bf16s for ops_cuda_bf16. Either way every value is
+ * loaded to float, shared memory, scores, softmax and accumulators are fp32 and lse is fp32; only
+ * the stores round (once, for bf16).
+ * What it is not: a tensor-core kernel; the tensor-core attention is a later step. The ws
  * argument of the interface is not needed and is ignored. Head dimension up to 256.
  */
 #include "kernels/cuda/cuda_common.cuh"
@@ -36,10 +40,10 @@ static size_t smem_dkv_kernel(int hd) {
 }
 
 /* Forward. DPL = head-dim elements per lane (hd <= 32·DPL). grid (ceil(T/ATT_QROWS), H, B). */
-template <int DPL>
+template <int DPL, typename S>
 static __global__ void __launch_bounds__(ATT_QROWS * 32)
-attention_forward_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int T, int H,
-                         int KV, int hd, float scale) {
+attention_forward_kernel(S *out, float *lse, const S *q, const S *k, const S *v, int T, int H, int KV, int hd,
+                         float scale) {
     DYNAMIC_SMEM(float, smem);
     const int ld = hd + 1;
     float *Ks = smem;                    /* [ATT_TILE][ld] */
@@ -52,12 +56,12 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
     const int qi = q0 + warp;
     const bool active = qi < T; /* warp-uniform */
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const float *kb = k + (size_t)b * T * ldk + (size_t)kvh * hd;
-    const float *vb = v + (size_t)b * T * ldk + (size_t)kvh * hd;
+    const S *kb = k + (size_t)b * T * ldk + (size_t)kvh * hd;
+    const S *vb = v + (size_t)b * T * ldk + (size_t)kvh * hd;
     float *qs = Qs + warp * hd;
     if (active) {
-        const float *qrow = q + ((size_t)b * T + qi) * ldq + (size_t)h * hd;
-        for (int d = lane; d < hd; d += 32) qs[d] = qrow[d] * scale;
+        const S *qrow = q + ((size_t)b * T + qi) * ldq + (size_t)h * hd;
+        for (int d = lane; d < hd; d += 32) qs[d] = cload(qrow, d) * scale;
     }
     float m = -INFINITY, l = 0.0f, acc[DPL];
 #pragma unroll
@@ -69,8 +73,8 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
             const int r = idx / hd, d = idx - r * hd, kj = t0 + r;
             float kx = 0.0f, vx = 0.0f; /* rows past T are zero, never garbage */
             if (kj < T) {
-                kx = kb[(size_t)kj * ldk + d];
-                vx = vb[(size_t)kj * ldk + d];
+                kx = cload(kb, (size_t)kj * ldk + d);
+                vx = cload(vb, (size_t)kj * ldk + d);
             }
             Ks[r * ld + d] = kx;
             Vs[r * ld + d] = vx;
@@ -104,21 +108,21 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
     }
     if (active) {
         const float inv = 1.0f / l;
-        float *orow = out + ((size_t)b * T + qi) * ldq + (size_t)h * hd;
+        S *orow = out + ((size_t)b * T + qi) * ldq + (size_t)h * hd;
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
-            if (d < hd) orow[d] = acc[i] * inv;
+            if (d < hd) cstore(orow, d, acc[i] * inv);
         }
         if (lane == 0) lse[((size_t)b * H + h) * T + qi] = m + logf(l);
     }
 }
 
 /* dQ += scale · dS · K. grid (ceil(T/ATT_QROWS), H, B). */
-template <int DPL>
+template <int DPL, typename S>
 static __global__ void __launch_bounds__(ATT_QROWS * 32)
-attention_backward_dq_kernel(float *dq, const float *dout, const float *out, const float *lse, const float *q,
-                             const float *k, const float *v, int T, int H, int KV, int hd, float scale) {
+attention_backward_dq_kernel(S *dq, const S *dout, const S *out, const float *lse, const S *q, const S *k,
+                             const S *v, int T, int H, int KV, int hd, float scale) {
     DYNAMIC_SMEM(float, smem);
     const int ld = hd + 1;
     float *Ks = smem;                     /* [ATT_TILE][ld] */
@@ -131,18 +135,18 @@ attention_backward_dq_kernel(float *dq, const float *dout, const float *out, con
     const int qi = q0 + warp;
     const bool active = qi < T;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const float *kb = k + (size_t)b * T * ldk + (size_t)kvh * hd;
-    const float *vb = v + (size_t)b * T * ldk + (size_t)kvh * hd;
+    const S *kb = k + (size_t)b * T * ldk + (size_t)kvh * hd;
+    const S *vb = v + (size_t)b * T * ldk + (size_t)kvh * hd;
     const size_t rowoff = ((size_t)b * T + (active ? qi : 0)) * ldq + (size_t)h * hd;
     float *qs = Qs + warp * hd, *dos = dOs + warp * hd;
     float D = 0.0f, Li = 0.0f;
     if (active) { /* warp-uniform */
         float part = 0.0f;
         for (int d = lane; d < hd; d += 32) {
-            qs[d] = q[rowoff + d] * scale;
-            const float g = dout[rowoff + d];
+            qs[d] = cload(q, rowoff + d) * scale;
+            const float g = cload(dout, rowoff + d);
             dos[d] = g;
-            part += g * out[rowoff + d];
+            part += g * cload(out, rowoff + d);
         }
         D = warp_sum(part);
         Li = lse[((size_t)b * H + h) * T + qi];
@@ -157,8 +161,8 @@ attention_backward_dq_kernel(float *dq, const float *dout, const float *out, con
             const int r = idx / hd, d = idx - r * hd, kj = t0 + r;
             float kx = 0.0f, vx = 0.0f;
             if (kj < T) {
-                kx = kb[(size_t)kj * ldk + d];
-                vx = vb[(size_t)kj * ldk + d];
+                kx = cload(kb, (size_t)kj * ldk + d);
+                vx = cload(vb, (size_t)kj * ldk + d);
             }
             Ks[r * ld + d] = kx;
             Vs[r * ld + d] = vx;
@@ -186,22 +190,21 @@ attention_backward_dq_kernel(float *dq, const float *dout, const float *out, con
         }
     }
     if (active) {
-        float *dqrow = dq + rowoff;
+        S *dqrow = dq + rowoff;
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
-            if (d < hd) dqrow[d] += scale * acc[i];
+            if (d < hd) cstore(dqrow, d, cload(dqrow, d) + scale * acc[i]);
         }
     }
 }
 
 /* dV += Pᵀ·dO, dK += scale · dSᵀ·Q over every query head of the kv head's group.
  * grid (ceil(T/ATT_KROWS), KV, B). */
-template <int DPL>
+template <int DPL, typename S>
 static __global__ void __launch_bounds__(ATT_KROWS * 32)
-attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const float *out, const float *lse,
-                              const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
-                              float scale) {
+attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const S *out, const float *lse, const S *q, const S *k,
+                              const S *v, int T, int H, int KV, int hd, float scale) {
     DYNAMIC_SMEM(float, smem);
     const int ld = hd + 1;
     float *Qs = smem;                     /* [ATT_TILE][ld], q·scale */
@@ -220,8 +223,8 @@ attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const flo
     float *ks = Ks + warp * hd, *vs = Vs + warp * hd;
     if (active)
         for (int d = lane; d < hd; d += 32) {
-            ks[d] = k[krow + d];
-            vs[d] = v[krow + d];
+            ks[d] = cload(k, krow + d);
+            vs[d] = cload(v, krow + d);
         }
     float accK[DPL], accV[DPL];
 #pragma unroll
@@ -236,8 +239,8 @@ attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const flo
                 float qx = 0.0f, gx = 0.0f;
                 if (qi < T) {
                     const size_t o = ((size_t)b * T + qi) * ldq + (size_t)h * hd + d;
-                    qx = q[o] * scale; /* the forward's scaled q: identical scores */
-                    gx = dout[o];
+                    qx = cload(q, o) * scale; /* the forward's scaled q: identical scores */
+                    gx = cload(dout, o);
                 }
                 Qs[r * ld + d] = qx;
                 dOs[r * ld + d] = gx;
@@ -248,7 +251,7 @@ attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const flo
                 float part = 0.0f;
                 if (qi < T) {
                     const size_t o = ((size_t)b * T + qi) * ldq + (size_t)h * hd;
-                    for (int d = lane; d < hd; d += 32) part += dout[o + d] * out[o + d];
+                    for (int d = lane; d < hd; d += 32) part += cload(dout, o + d) * cload(out, o + d);
                 }
                 part = warp_sum(part);
                 if (lane == 0) {
@@ -288,8 +291,8 @@ attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const flo
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
             if (d < hd) {
-                if (dv) dv[krow + d] += accV[i];
-                if (dk) dk[krow + d] += accK[i]; /* Qs already carries the scale */
+                if (dv) cstore(dv, krow + d, cload(dv, krow + d) + accV[i]);
+                if (dk) cstore(dk, krow + d, cload(dk, krow + d) + accK[i]); /* Qs already carries the scale */
             }
         }
     }
@@ -314,39 +317,41 @@ static int check_shape(const char *what, int B, int T, int H, int KV, int hd) {
     return 1;
 }
 
-template <int DPL>
-static void forward_launch(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
-                           int H, int KV, int hd) {
+/* the launches name the kernel as kernel<DPL> and let S be deduced from the arguments: a
+ * kernel<DPL, S> would split at its comma inside the LAUNCH macro */
+template <int DPL, typename S>
+static void forward_launch(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,
+                           int hd) {
     const size_t smem = smem_rows_kernel(hd);
-    allow_smem(attention_forward_kernel<DPL>, smem);
+    allow_smem(attention_forward_kernel<DPL, S>, smem);
     const dim3 grid((unsigned)((T + ATT_QROWS - 1) / ATT_QROWS), (unsigned)H, (unsigned)B);
     const float scale = 1.0f / sqrtf((float)hd);
     LAUNCH(attention_forward_kernel<DPL>, grid, ATT_QROWS * 32, smem, out, lse, q, k, v, T, H, KV, hd, scale);
 }
 
-template <int DPL>
-static void backward_launch(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
-                            const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd) {
+template <int DPL, typename S>
+static void backward_launch(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse, const S *q,
+                            const S *k, const S *v, int B, int T, int H, int KV, int hd) {
     const float scale = 1.0f / sqrtf((float)hd);
     if (dq) {
         const size_t smem = smem_rows_kernel(hd);
-        allow_smem(attention_backward_dq_kernel<DPL>, smem);
+        allow_smem(attention_backward_dq_kernel<DPL, S>, smem);
         const dim3 grid((unsigned)((T + ATT_QROWS - 1) / ATT_QROWS), (unsigned)H, (unsigned)B);
         LAUNCH(attention_backward_dq_kernel<DPL>, grid, ATT_QROWS * 32, smem, dq, dout, out, lse, q, k, v, T, H,
                KV, hd, scale);
     }
     if (dk || dv) {
         const size_t smem = smem_dkv_kernel(hd);
-        allow_smem(attention_backward_dkv_kernel<DPL>, smem);
+        allow_smem(attention_backward_dkv_kernel<DPL, S>, smem);
         const dim3 grid((unsigned)((T + ATT_KROWS - 1) / ATT_KROWS), (unsigned)KV, (unsigned)B);
         LAUNCH(attention_backward_dkv_kernel<DPL>, grid, ATT_KROWS * 32, smem, dk, dv, dout, out, lse, q, k, v, T,
                H, KV, hd, scale);
     }
 }
 
-void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v, int B,
-                            int T, int H, int KV, int hd) {
-    (void)ws;
+template <typename S>
+void cuda_attention_forward_t(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,
+                              int hd) {
     if (!check_shape("attention_forward", B, T, H, KV, hd)) return;
     if (hd <= 32) forward_launch<1>(out, lse, q, k, v, B, T, H, KV, hd);
     else if (hd <= 64) forward_launch<2>(out, lse, q, k, v, B, T, H, KV, hd);
@@ -354,14 +359,32 @@ void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, c
     else forward_launch<8>(out, lse, q, k, v, B, T, H, KV, hd);
 }
 
-void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
-                             const float *lse, const float *q, const float *k, const float *v, int B, int T, int H,
-                             int KV, int hd) {
-    (void)ws;
+template <typename S>
+void cuda_attention_backward_t(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse, const S *q,
+                               const S *k, const S *v, int B, int T, int H, int KV, int hd) {
     if (!dq && !dk && !dv) return;
     if (!check_shape("attention_backward", B, T, H, KV, hd)) return;
     if (hd <= 32) backward_launch<1>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, hd);
     else if (hd <= 64) backward_launch<2>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, hd);
     else if (hd <= 128) backward_launch<4>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, hd);
     else backward_launch<8>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, hd);
+}
+
+template void cuda_attention_forward_t<bf16s>(bf16s *, float *, const bf16s *, const bf16s *, const bf16s *, int,
+                                              int, int, int, int);
+template void cuda_attention_backward_t<bf16s>(bf16s *, bf16s *, bf16s *, const bf16s *, const bf16s *,
+                                               const float *, const bf16s *, const bf16s *, const bf16s *, int, int,
+                                               int, int, int);
+
+void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v, int B,
+                            int T, int H, int KV, int hd) {
+    (void)ws;
+    cuda_attention_forward_t<float>(out, lse, q, k, v, B, T, H, KV, hd);
+}
+
+void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
+                             const float *lse, const float *q, const float *k, const float *v, int B, int T, int H,
+                             int KV, int hd) {
+    (void)ws;
+    cuda_attention_backward_t<float>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, hd);
 }

@@ -4,8 +4,8 @@
  * around the op table — how many GPUs there are, which one a rank uses, its memory and name, the
  * datasheet peak for MFU — and the bf16 GEMM path (fp32 accumulation) that `--dtype bf16` builds on.
  * Only present in builds with MESHSWEEP_CUDA (the Makefile defines it when nvcc is found).
- * What it is not: a second op table, nor an allocator: memory still goes through core/mem, which
- * calls ops_cuda.dev_alloc.
+ * It also declares `ops_cuda_bf16`, the bf16 mixed-precision op table (below).
+ * What it is not: an allocator: memory still goes through core/mem, which calls ops_cuda.dev_alloc.
  *
  * Device selection must happen before the first op: the cuBLAS handle is created lazily, on the
  * device that is current at the first matmul, and stays bound to it.
@@ -14,6 +14,8 @@
 #define MESHSWEEP_CUDA_BACKEND_H
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +49,13 @@ void cuda_matmul_forward_bf16_f32out(float *out, const uint16_t *in, const uint1
    The weight gradient stays fp32 because it feeds the fp32 reduce-scatter (design 4.8). */
 void cuda_matmul_backward_bf16(uint16_t *din, float *dw, const uint16_t *dout, const uint16_t *in,
                                const uint16_t *w, int N, int Cin, int Cout);
+
+/* ---- the mixed-precision op table (design 4.8), defined in kernels/cuda/ops_cuda_bf16.cu ----
+ * The same signatures as every ops_t, but the compute-precision arguments (activations, their
+ * gradients, gathered parameter copies, logits) hold bf16 bit patterns; rstd, lse, the CE statistics,
+ * weight gradients (matmul dw, rmsnorm dw, embedding dtable), AdamW and sumsq/scale_inplace are fp32.
+ * cbytes = 2; to_compute rounds fp32 to bf16. The per-op list is at the top of ops_cuda_bf16.cu. */
+extern const ops_t ops_cuda_bf16;
 
 #ifdef __cplusplus
 }

@@ -113,6 +113,31 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
     return warp_max(v);
 }
 
+/* ---- storage types: fp32 and bf16 ----------------------------------------------------------
+ * The kernels of ops_cuda.cu and attention.cu are templates on the storage type S of their
+ * compute-precision (C-typed) arguments: S = float for ops_cuda, S = bf16s for ops_cuda_bf16.
+ * They always load into float, compute in float and store through cstore, so the fp32
+ * instantiation is the plain fp32 code (cload/cstore are the identity there). bf16s is a struct,
+ * not a bare uint16_t, so that no integer arithmetic or conversion can touch it by accident. */
+struct bf16s {
+    uint16_t bits;
+};
+static_assert(sizeof(bf16s) == 2, "bf16s must be exactly the 2 bytes of a bf16");
+
+/* round to nearest, ties to even; NaN stays a (quiet) NaN (the rule of cuda_f32_to_bf16) */
+static __device__ __forceinline__ uint16_t bf16_round_bits(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static __device__ __forceinline__ float cload(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float cload(const bf16s *p, size_t i) {
+    return __uint_as_float((uint32_t)p[i].bits << 16);
+}
+static __device__ __forceinline__ void cstore(float *p, size_t i, float v) { p[i] = v; }
+static __device__ __forceinline__ void cstore(bf16s *p, size_t i, float v) { p[i].bits = bf16_round_bits(v); }
+
 /* ---- internal entry points shared between the .cu files ------------------------------------ */
 /* device.cu: the process's cuBLAS handle, created on first use */
 cublasHandle_t cuda_cublas(void);
@@ -120,11 +145,49 @@ cublasHandle_t cuda_cublas(void);
 void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate);
 void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w, int N, int Cin,
                           int Cout);
-/* attention.cu */
+/* attention.cu: the fp32 entry points of ops_cuda, and the templates they instantiate (defined
+ * for S = float and S = bf16s); lse and ws are fp32 in both */
 void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v, int B,
                             int T, int H, int KV, int hd);
 void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
                              const float *lse, const float *q, const float *k, const float *v, int B, int T, int H,
                              int KV, int hd);
+template <typename S>
+void cuda_attention_forward_t(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,
+                              int hd);
+template <typename S>
+void cuda_attention_backward_t(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse, const S *q,
+                               const S *k, const S *v, int B, int T, int H, int KV, int hd);
+/* ops_cuda.cu: the ops whose arguments have the compute precision, as templates on the storage
+ * type S (defined for S = float and S = bf16s; the fp32 ones are what ops_cuda holds). Arguments
+ * typed float stay fp32 for both: rstd, the weight gradients of embedding and rmsnorm, the
+ * cross-entropy statistics. Semantics as in kernels/kernels.h. */
+template <typename S>
+void cuda_embedding_forward_t(S *out, const int32_t *tok, const S *table, int N, int C, int v_start, int v_count);
+template <typename S>
+void cuda_embedding_backward_t(float *dtable, const S *dout, const int32_t *tok, int N, int C, int v_start,
+                               int v_count);
+template <typename S>
+void cuda_rmsnorm_forward_t(S *out, float *rstd, const S *x, const S *w, int N, int C, float eps);
+template <typename S>
+void cuda_rmsnorm_backward_t(S *dx, float *dw, const S *dout, const S *x, const S *w, const float *rstd, int N,
+                             int C);
+template <typename S> void cuda_rope_forward_t(S *out, const S *x, int B, int T, int nh, int hd, float theta);
+template <typename S> void cuda_rope_backward_t(S *din, const S *dout, int B, int T, int nh, int hd, float theta);
+template <typename S> void cuda_swiglu_forward_t(S *out, const S *gate, const S *up, size_t n);
+template <typename S>
+void cuda_swiglu_backward_t(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n);
+template <typename S> void cuda_ce_rowmax_t(float *mx, const S *logits, int N, int Vloc, int v_valid);
+template <typename S>
+void cuda_ce_sumexp_t(float *se, const S *logits, const float *mx, int N, int Vloc, int v_valid);
+template <typename S>
+void cuda_ce_target_t(float *tl, const S *logits, const int32_t *tgt, int N, int Vloc, int v_start);
+template <typename S>
+void cuda_ce_backward_t(S *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
+                        float scale, int N, int Vloc, int v_start, int v_valid);
+template <typename S> void cuda_add_inplace_t(S *y, const S *x, size_t n);
+/* a fresh copy of the ops_cuda table (built at the call, so another translation unit may use it
+ * during its own static initialisation, when ops_cuda itself may not be initialised yet) */
+ops_t cuda_ops_fp32_table(void);
 
 #endif

@@ -7,7 +7,11 @@
  * attention.cu. Reductions that feed a result the engine compares across meshes (sumsq) have a
  * fixed order, so they are deterministic; the weight-gradient reductions of rmsnorm and embedding
  * use float atomics (order may vary in the last bits between runs).
- * What it is not: bf16 (see cuda_backend.h), nor an allocator policy: dev_alloc is cudaMalloc
+ * The kernels of the ops whose arguments have the compute precision are templates on the storage
+ * type S (cuda_common.cuh): S = float is ops_cuda, S = bf16s is what ops_cuda_bf16.cu builds its
+ * table from (load to float, compute in float, round once on store). cload/cstore are the identity
+ * for float, so the fp32 instantiation computes exactly what the untemplated fp32 code did.
+ * What it is not: the bf16 table (ops_cuda_bf16.cu), nor an allocator policy: dev_alloc is cudaMalloc
  * (never managed memory) and core/mem does the tracking.
  */
 #include "kernels/cuda/cuda_common.cuh"
@@ -16,88 +20,97 @@
 
 /* ---- embedding --------------------------------------------------------------------------- */
 
-static __global__ void embedding_forward_kernel(float *out, const int32_t *tok, const float *table, int N, int C,
+template <typename S>
+static __global__ void embedding_forward_kernel(S *out, const int32_t *tok, const S *table, int N, int C,
                                                 int v_start, int v_count) {
     const size_t total = (size_t)N * (size_t)C;
     GRID_STRIDE(i, total) {
         const size_t n = i / (size_t)C, c = i % (size_t)C;
         const int64_t r = (int64_t)tok[n] - v_start;
-        out[i] = (r >= 0 && r < v_count) ? table[(size_t)r * C + c] : 0.0f;
+        cstore(out, i, (r >= 0 && r < v_count) ? cload(table, (size_t)r * C + c) : 0.0f);
     }
 }
 
 /* rows of repeated tokens collide: atomics */
-static __global__ void embedding_backward_kernel(float *dtable, const float *dout, const int32_t *tok, int N, int C,
+template <typename S>
+static __global__ void embedding_backward_kernel(float *dtable, const S *dout, const int32_t *tok, int N, int C,
                                                  int v_start, int v_count) {
     const size_t total = (size_t)N * (size_t)C;
     GRID_STRIDE(i, total) {
         const size_t n = i / (size_t)C, c = i % (size_t)C;
         const int64_t r = (int64_t)tok[n] - v_start;
-        if (r >= 0 && r < v_count) atomicAdd(&dtable[(size_t)r * C + c], dout[i]);
+        if (r >= 0 && r < v_count) atomicAdd(&dtable[(size_t)r * C + c], cload(dout, i));
     }
 }
 
-static void cu_embedding_forward(float *out, const int32_t *tok, const float *table, int N, int C, int v_start,
-                                 int v_count) {
+template <typename S>
+void cuda_embedding_forward_t(S *out, const int32_t *tok, const S *table, int N, int C, int v_start, int v_count) {
     if (N <= 0 || C <= 0) return;
     const size_t total = (size_t)N * C;
-    LAUNCH(embedding_forward_kernel, grid_for(total, 256), 256, 0, out, tok, table, N, C, v_start, v_count);
+    LAUNCH(embedding_forward_kernel<S>, grid_for(total, 256), 256, 0, out, tok, table, N, C, v_start, v_count);
 }
 
-static void cu_embedding_backward(float *dtable, const float *dout, const int32_t *tok, int N, int C, int v_start,
-                                  int v_count) {
+template <typename S>
+void cuda_embedding_backward_t(float *dtable, const S *dout, const int32_t *tok, int N, int C, int v_start,
+                               int v_count) {
     if (!dtable || N <= 0 || C <= 0) return;
     const size_t total = (size_t)N * C;
-    LAUNCH(embedding_backward_kernel, grid_for(total, 256), 256, 0, dtable, dout, tok, N, C, v_start, v_count);
+    LAUNCH(embedding_backward_kernel<S>, grid_for(total, 256), 256, 0, dtable, dout, tok, N, C, v_start, v_count);
 }
 
 /* ---- RMSNorm: one block per row (grid-stride over rows) ------------------------------------- */
 
 #define ROW_THREADS 256
 
+template <typename S>
 static __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_forward_kernel(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+rmsnorm_forward_kernel(S *out, float *rstd, const S *x, const S *w, int N, int C, float eps) {
     __shared__ float sh[32];
     for (int n = blockIdx.x; n < N; n += gridDim.x) { /* block-uniform */
-        const float *xn = x + (size_t)n * C;
-        float *on = out + (size_t)n * C;
+        const S *xn = x + (size_t)n * C;
+        S *on = out + (size_t)n * C;
         float ss = 0.0f;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) ss += xn[c] * xn[c];
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            const float xc = cload(xn, c);
+            ss += xc * xc;
+        }
         ss = block_sum(ss, sh);
         const float r = 1.0f / sqrtf(ss / (float)C + eps);
         if (threadIdx.x == 0) rstd[n] = r;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) on[c] = xn[c] * r * w[c];
+        for (int c = threadIdx.x; c < C; c += blockDim.x) cstore(on, c, cload(xn, c) * r * cload(w, c));
     }
 }
 
 /* dx += r·w·g − x·r³/C·Σ(w⊙g⊙x) (as the CPU reference) */
+template <typename S>
 static __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x, const float *w, const float *rstd, int N,
-                           int C) {
+rmsnorm_backward_dx_kernel(S *dx, const S *dout, const S *x, const S *w, const float *rstd, int N, int C) {
     __shared__ float sh[32];
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
-        float *dn = dx + (size_t)n * C;
+        const S *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
+        S *dn = dx + (size_t)n * C;
         const float r = rstd[n];
         float s = 0.0f;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) s += w[c] * gn[c] * xn[c];
+        for (int c = threadIdx.x; c < C; c += blockDim.x) s += cload(w, c) * cload(gn, c) * cload(xn, c);
         s = block_sum(s, sh);
         const float kk = s * r * r * r / (float)C;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) dn[c] += r * w[c] * gn[c] - kk * xn[c];
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            cstore(dn, c, cload(dn, c) + (r * cload(w, c) * cload(gn, c) - kk * cload(xn, c)));
     }
 }
 
 /* dw[c] += Σ_n g[n,c]·x[n,c]·r[n]: block (32 columns × 8 row lanes) over a strip of columns and a
  * stride of rows, reduced in shared memory, one atomic per column per block */
-static __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, const float *x, const float *rstd,
-                                                  int N, int C) {
+template <typename S>
+static __global__ void rmsnorm_backward_dw_kernel(float *dw, const S *dout, const S *x, const float *rstd, int N,
+                                                  int C) {
     __shared__ float sh[8][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
     if (c < C)
         for (int n = blockIdx.y * 8 + threadIdx.y; n < N; n += gridDim.y * 8) {
             const size_t o = (size_t)n * C + c;
-            acc += dout[o] * x[o] * rstd[n];
+            acc += cload(dout, o) * cload(x, o) * rstd[n];
         }
     sh[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -108,20 +121,22 @@ static __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, 
     }
 }
 
-static void cu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+template <typename S>
+void cuda_rmsnorm_forward_t(S *out, float *rstd, const S *x, const S *w, int N, int C, float eps) {
     if (N <= 0 || C <= 0) return;
-    LAUNCH(rmsnorm_forward_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, out, rstd, x, w, N, C, eps);
+    LAUNCH(rmsnorm_forward_kernel<S>, grid_for((size_t)N, 1), ROW_THREADS, 0, out, rstd, x, w, N, C, eps);
 }
 
-static void cu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                                const float *rstd, int N, int C) {
+template <typename S>
+void cuda_rmsnorm_backward_t(S *dx, float *dw, const S *dout, const S *x, const S *w, const float *rstd, int N,
+                             int C) {
     if (N <= 0 || C <= 0) return;
-    if (dx) LAUNCH(rmsnorm_backward_dx_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, dx, dout, x, w, rstd, N, C);
+    if (dx) LAUNCH(rmsnorm_backward_dx_kernel<S>, grid_for((size_t)N, 1), ROW_THREADS, 0, dx, dout, x, w, rstd, N, C);
     if (dw) {
         unsigned gy = grid_for((size_t)N, 64); /* about 64 rows per block */
         if (gy > 256) gy = 256;
         const dim3 grid((unsigned)((C + 31) / 32), gy), block(32, 8);
-        LAUNCH(rmsnorm_backward_dw_kernel, grid, block, 0, dw, dout, x, rstd, N, C);
+        LAUNCH(rmsnorm_backward_dw_kernel<S>, grid, block, 0, dw, dout, x, rstd, N, C);
     }
 }
 
@@ -129,7 +144,8 @@ static void cu_rmsnorm_backward(float *dx, float *dw, const float *dout, const f
  * One thread per rotated pair (x[i], x[i+hd/2]). As the CPU reference: inv_freq and the angle in
  * double, cos/sin rounded to float, sign −1 gives the transpose rotation (backward). In place is
  * safe: each thread reads both elements of its pair before writing them. */
-static __global__ void rope_kernel(float *out, const float *x, int T, int nh, int hd, float theta, float sign,
+template <typename S>
+static __global__ void rope_kernel(S *out, const S *x, int T, int nh, int hd, float theta, float sign,
                                    size_t npairs) {
     const int half = hd / 2;
     GRID_STRIDE(i, npairs) {
@@ -140,95 +156,99 @@ static __global__ void rope_kernel(float *out, const float *x, int T, int nh, in
         const double a = (double)t * inv_freq;
         const float cs = (float)cos(a), sn = sign * (float)sin(a);
         const size_t off = row * (size_t)hd + ip;
-        const float a1 = x[off], a2 = x[off + half];
-        out[off] = a1 * cs - a2 * sn;
-        out[off + half] = a2 * cs + a1 * sn;
+        const float a1 = cload(x, off), a2 = cload(x, off + half);
+        cstore(out, off, a1 * cs - a2 * sn);
+        cstore(out, off + half, a2 * cs + a1 * sn);
     }
 }
 
 /* odd hd (never for Llama): the unpaired last element passes through, as on the CPU */
-static __global__ void rope_odd_tail_kernel(float *out, const float *x, int hd, size_t nrows) {
+template <typename S> static __global__ void rope_odd_tail_kernel(S *out, const S *x, int hd, size_t nrows) {
     GRID_STRIDE(r, nrows) out[r * hd + hd - 1] = x[r * hd + hd - 1];
 }
 
-static void rope_apply(float *out, const float *x, int B, int T, int nh, int hd, float theta, float sign) {
+template <typename S>
+static void rope_apply(S *out, const S *x, int B, int T, int nh, int hd, float theta, float sign) {
     if (B <= 0 || T <= 0 || nh <= 0 || hd <= 0) return;
     const size_t nrows = (size_t)B * T * nh, npairs = nrows * (size_t)(hd / 2);
-    if (npairs) LAUNCH(rope_kernel, grid_for(npairs, 256), 256, 0, out, x, T, nh, hd, theta, sign, npairs);
-    if ((hd % 2) && out != x) LAUNCH(rope_odd_tail_kernel, grid_for(nrows, 256), 256, 0, out, x, hd, nrows);
+    if (npairs) LAUNCH(rope_kernel<S>, grid_for(npairs, 256), 256, 0, out, x, T, nh, hd, theta, sign, npairs);
+    if ((hd % 2) && out != x) LAUNCH(rope_odd_tail_kernel<S>, grid_for(nrows, 256), 256, 0, out, x, hd, nrows);
 }
 
-static void cu_rope_forward(float *out, const float *x, int B, int T, int nh, int hd, float theta) {
+template <typename S> void cuda_rope_forward_t(S *out, const S *x, int B, int T, int nh, int hd, float theta) {
     rope_apply(out, x, B, T, nh, hd, theta, 1.0f);
 }
 
-static void cu_rope_backward(float *din, const float *dout, int B, int T, int nh, int hd, float theta) {
+template <typename S> void cuda_rope_backward_t(S *din, const S *dout, int B, int T, int nh, int hd, float theta) {
     rope_apply(din, dout, B, T, nh, hd, theta, -1.0f);
 }
 
 /* ---- SwiGLU ----------------------------------------------------------------------------------- */
 
-static __global__ void swiglu_forward_kernel(float *out, const float *gate, const float *up, size_t n) {
+template <typename S> static __global__ void swiglu_forward_kernel(S *out, const S *gate, const S *up, size_t n) {
     GRID_STRIDE(i, n) {
-        const float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        const float g = cload(gate, i);
+        cstore(out, i, g / (1.0f + expf(-g)) * cload(up, i));
     }
 }
 
 /* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
-static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dout, const float *gate,
-                                              const float *up, size_t n) {
+template <typename S>
+static __global__ void swiglu_backward_kernel(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n) {
     GRID_STRIDE(i, n) {
-        const float g = gate[i], sg = 1.0f / (1.0f + expf(-g)), d = dout[i];
-        if (dgate) dgate[i] += d * up[i] * sg * (1.0f + g * (1.0f - sg));
-        if (dup) dup[i] += d * g * sg;
+        const float g = cload(gate, i), sg = 1.0f / (1.0f + expf(-g)), d = cload(dout, i);
+        if (dgate) cstore(dgate, i, cload(dgate, i) + d * cload(up, i) * sg * (1.0f + g * (1.0f - sg)));
+        if (dup) cstore(dup, i, cload(dup, i) + d * g * sg);
     }
 }
 
-static void cu_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+template <typename S> void cuda_swiglu_forward_t(S *out, const S *gate, const S *up, size_t n) {
     if (n == 0) return;
-    LAUNCH(swiglu_forward_kernel, grid_for(n, 256), 256, 0, out, gate, up, n);
+    LAUNCH(swiglu_forward_kernel<S>, grid_for(n, 256), 256, 0, out, gate, up, n);
 }
 
-static void cu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                               size_t n) {
+template <typename S>
+void cuda_swiglu_backward_t(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n) {
     if (n == 0 || (!dgate && !dup)) return;
-    LAUNCH(swiglu_backward_kernel, grid_for(n, 256), 256, 0, dgate, dup, dout, gate, up, n);
+    LAUNCH(swiglu_backward_kernel<S>, grid_for(n, 256), 256, 0, dgate, dup, dout, gate, up, n);
 }
 
 /* ---- vocab-parallel cross-entropy pieces -------------------------------------------------------
  * nv = min(v_valid, Vloc) real columns; the rest is padding and never enters a max or a sum. */
 
+template <typename S>
 static __global__ void __launch_bounds__(ROW_THREADS)
-ce_rowmax_kernel(float *mx, const float *logits, int N, int Vloc, int nv) {
+ce_rowmax_kernel(float *mx, const S *logits, int N, int Vloc, int nv) {
     __shared__ float sh[32];
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const float *l = logits + (size_t)n * Vloc;
+        const S *l = logits + (size_t)n * Vloc;
         float m = -INFINITY; /* a rank owning only padding reports -inf, as the CPU */
-        for (int j = threadIdx.x; j < nv; j += blockDim.x) m = fmaxf(m, l[j]);
+        for (int j = threadIdx.x; j < nv; j += blockDim.x) m = fmaxf(m, cload(l, j));
         m = block_max(m, sh);
         if (threadIdx.x == 0) mx[n] = m;
     }
 }
 
+template <typename S>
 static __global__ void __launch_bounds__(ROW_THREADS)
-ce_sumexp_kernel(float *se, const float *logits, const float *mx, int N, int Vloc, int nv) {
+ce_sumexp_kernel(float *se, const S *logits, const float *mx, int N, int Vloc, int nv) {
     __shared__ float sh[32];
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const float *l = logits + (size_t)n * Vloc;
+        const S *l = logits + (size_t)n * Vloc;
         const float m = mx[n];
         float s = 0.0f;
-        for (int j = threadIdx.x; j < nv; j += blockDim.x) s += expf(l[j] - m);
+        for (int j = threadIdx.x; j < nv; j += blockDim.x) s += expf(cload(l, j) - m);
         s = block_sum(s, sh);
         if (threadIdx.x == 0) se[n] = s;
     }
 }
 
-static __global__ void ce_target_kernel(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc,
+template <typename S>
+static __global__ void ce_target_kernel(float *tl, const S *logits, const int32_t *tgt, int N, int Vloc,
                                         int v_start) {
     GRID_STRIDE(n, (size_t)N) {
         const int64_t j = (int64_t)tgt[n] - v_start;
-        tl[n] = (j >= 0 && j < Vloc) ? logits[n * (size_t)Vloc + (size_t)j] : 0.0f;
+        tl[n] = (j >= 0 && j < Vloc) ? cload(logits, n * (size_t)Vloc + (size_t)j) : 0.0f;
     }
 }
 
@@ -236,8 +256,10 @@ static __global__ void ce_loss_kernel(float *loss, const float *mx, const float 
     GRID_STRIDE(n, (size_t)N) loss[n] = logf(se[n]) + mx[n] - tl[n];
 }
 
-/* no __restrict__: dlogits may alias logits; each element is read then written by one thread */
-static __global__ void ce_backward_kernel(float *dlogits, const float *logits, const float *mx, const float *se,
+/* no __restrict__: dlogits may alias logits; each element is read then written by one thread
+ * (for bf16 too: an element is 2 whole bytes, never shared with a neighbour's store) */
+template <typename S>
+static __global__ void ce_backward_kernel(S *dlogits, const S *logits, const float *mx, const float *se,
                                           const int32_t *tgt, float scale, int N, int Vloc, int v_start, int nv) {
     const size_t total = (size_t)N * (size_t)Vloc;
     GRID_STRIDE(i, total) {
@@ -245,10 +267,10 @@ static __global__ void ce_backward_kernel(float *dlogits, const float *logits, c
         const int j = (int)(i % (size_t)Vloc);
         float d = 0.0f;
         if (j < nv) {
-            d = (scale / se[n]) * expf(logits[i] - mx[n]);
+            d = (scale / se[n]) * expf(cload(logits, i) - mx[n]);
             if ((int64_t)tgt[n] - v_start == (int64_t)j) d -= scale;
         }
-        dlogits[i] = d;
+        cstore(dlogits, i, d);
     }
 }
 
@@ -257,20 +279,22 @@ static int valid_cols(int Vloc, int v_valid) {
     return nv < 0 ? 0 : nv;
 }
 
-static void cu_ce_rowmax(float *mx, const float *logits, int N, int Vloc, int v_valid) {
+template <typename S> void cuda_ce_rowmax_t(float *mx, const S *logits, int N, int Vloc, int v_valid) {
     if (N <= 0) return;
-    LAUNCH(ce_rowmax_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, mx, logits, N, Vloc, valid_cols(Vloc, v_valid));
+    LAUNCH(ce_rowmax_kernel<S>, grid_for((size_t)N, 1), ROW_THREADS, 0, mx, logits, N, Vloc, valid_cols(Vloc, v_valid));
 }
 
-static void cu_ce_sumexp(float *se, const float *logits, const float *mx, int N, int Vloc, int v_valid) {
+template <typename S>
+void cuda_ce_sumexp_t(float *se, const S *logits, const float *mx, int N, int Vloc, int v_valid) {
     if (N <= 0) return;
-    LAUNCH(ce_sumexp_kernel, grid_for((size_t)N, 1), ROW_THREADS, 0, se, logits, mx, N, Vloc,
+    LAUNCH(ce_sumexp_kernel<S>, grid_for((size_t)N, 1), ROW_THREADS, 0, se, logits, mx, N, Vloc,
            valid_cols(Vloc, v_valid));
 }
 
-static void cu_ce_target(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc, int v_start) {
+template <typename S>
+void cuda_ce_target_t(float *tl, const S *logits, const int32_t *tgt, int N, int Vloc, int v_start) {
     if (N <= 0) return;
-    LAUNCH(ce_target_kernel, grid_for((size_t)N, 256), 256, 0, tl, logits, tgt, N, Vloc, v_start);
+    LAUNCH(ce_target_kernel<S>, grid_for((size_t)N, 256), 256, 0, tl, logits, tgt, N, Vloc, v_start);
 }
 
 static void cu_ce_loss(float *loss, const float *mx, const float *se, const float *tl, int N) {
@@ -278,11 +302,12 @@ static void cu_ce_loss(float *loss, const float *mx, const float *se, const floa
     LAUNCH(ce_loss_kernel, grid_for((size_t)N, 256), 256, 0, loss, mx, se, tl, N);
 }
 
-static void cu_ce_backward(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
-                           float scale, int N, int Vloc, int v_start, int v_valid) {
+template <typename S>
+void cuda_ce_backward_t(S *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
+                        float scale, int N, int Vloc, int v_start, int v_valid) {
     if (N <= 0 || Vloc <= 0) return;
     const size_t total = (size_t)N * Vloc;
-    LAUNCH(ce_backward_kernel, grid_for(total, 256), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc, v_start,
+    LAUNCH(ce_backward_kernel<S>, grid_for(total, 256), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc, v_start,
            valid_cols(Vloc, v_valid));
 }
 
@@ -309,11 +334,13 @@ static void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, flo
     LAUNCH(adamw_kernel, grid_for(n, 256), 256, 0, p, g, m, v, n, beta1, beta2, a1, a2, eps, decay, step, bc2s);
 }
 
-static __global__ void add_kernel(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }
+template <typename S> static __global__ void add_kernel(S *y, const S *x, size_t n) {
+    GRID_STRIDE(i, n) cstore(y, i, cload(y, i) + cload(x, i));
+}
 static __global__ void scale_kernel(float *y, float s, size_t n) { GRID_STRIDE(i, n) y[i] *= s; }
 
-static void cu_add_inplace(float *y, const float *x, size_t n) {
-    if (n) LAUNCH(add_kernel, grid_for(n, 256), 256, 0, y, x, n);
+template <typename S> void cuda_add_inplace_t(S *y, const S *x, size_t n) {
+    if (n) LAUNCH(add_kernel<S>, grid_for(n, 256), 256, 0, y, x, n);
 }
 static void cu_scale_inplace(float *y, float s, size_t n) {
     if (n) LAUNCH(scale_kernel, grid_for(n, 256), 256, 0, y, s, n);
@@ -423,23 +450,23 @@ static ops_t make_ops_cuda(void) {
     o.name = "cuda";
     o.matmul_forward = cuda_matmul_forward;
     o.matmul_backward = cuda_matmul_backward;
-    o.embedding_forward = cu_embedding_forward;
-    o.embedding_backward = cu_embedding_backward;
-    o.rmsnorm_forward = cu_rmsnorm_forward;
-    o.rmsnorm_backward = cu_rmsnorm_backward;
-    o.rope_forward = cu_rope_forward;
-    o.rope_backward = cu_rope_backward;
+    o.embedding_forward = cuda_embedding_forward_t<float>;
+    o.embedding_backward = cuda_embedding_backward_t<float>;
+    o.rmsnorm_forward = cuda_rmsnorm_forward_t<float>;
+    o.rmsnorm_backward = cuda_rmsnorm_backward_t<float>;
+    o.rope_forward = cuda_rope_forward_t<float>;
+    o.rope_backward = cuda_rope_backward_t<float>;
     o.attention_forward = cuda_attention_forward;
     o.attention_backward = cuda_attention_backward;
-    o.swiglu_forward = cu_swiglu_forward;
-    o.swiglu_backward = cu_swiglu_backward;
-    o.ce_rowmax = cu_ce_rowmax;
-    o.ce_sumexp = cu_ce_sumexp;
-    o.ce_target = cu_ce_target;
+    o.swiglu_forward = cuda_swiglu_forward_t<float>;
+    o.swiglu_backward = cuda_swiglu_backward_t<float>;
+    o.ce_rowmax = cuda_ce_rowmax_t<float>;
+    o.ce_sumexp = cuda_ce_sumexp_t<float>;
+    o.ce_target = cuda_ce_target_t<float>;
     o.ce_loss = cu_ce_loss;
-    o.ce_backward = cu_ce_backward;
+    o.ce_backward = cuda_ce_backward_t<float>;
     o.adamw = cu_adamw;
-    o.add_inplace = cu_add_inplace;
+    o.add_inplace = cuda_add_inplace_t<float>;
     o.scale_inplace = cu_scale_inplace;
     o.sumsq = cu_sumsq;
     o.zero = cu_zero;
@@ -457,3 +484,22 @@ static ops_t make_ops_cuda(void) {
 static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
 
 extern "C" const ops_t ops_cuda = make_ops_cuda();
+
+ops_t cuda_ops_fp32_table(void) { return make_ops_cuda(); }
+
+/* the bf16 instantiations ops_cuda_bf16.cu builds on (the fp32 ones are made by the table above) */
+template void cuda_embedding_forward_t<bf16s>(bf16s *, const int32_t *, const bf16s *, int, int, int, int);
+template void cuda_embedding_backward_t<bf16s>(float *, const bf16s *, const int32_t *, int, int, int, int);
+template void cuda_rmsnorm_forward_t<bf16s>(bf16s *, float *, const bf16s *, const bf16s *, int, int, float);
+template void cuda_rmsnorm_backward_t<bf16s>(bf16s *, float *, const bf16s *, const bf16s *, const bf16s *,
+                                             const float *, int, int);
+template void cuda_rope_forward_t<bf16s>(bf16s *, const bf16s *, int, int, int, int, float);
+template void cuda_rope_backward_t<bf16s>(bf16s *, const bf16s *, int, int, int, int, float);
+template void cuda_swiglu_forward_t<bf16s>(bf16s *, const bf16s *, const bf16s *, size_t);
+template void cuda_swiglu_backward_t<bf16s>(bf16s *, bf16s *, const bf16s *, const bf16s *, const bf16s *, size_t);
+template void cuda_ce_rowmax_t<bf16s>(float *, const bf16s *, int, int, int);
+template void cuda_ce_sumexp_t<bf16s>(float *, const bf16s *, const float *, int, int, int);
+template void cuda_ce_target_t<bf16s>(float *, const bf16s *, const int32_t *, int, int, int);
+template void cuda_ce_backward_t<bf16s>(bf16s *, const bf16s *, const float *, const float *, const int32_t *, float,
+                                        int, int, int, int);
+template void cuda_add_inplace_t<bf16s>(bf16s *, const bf16s *, size_t);

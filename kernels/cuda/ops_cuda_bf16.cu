@@ -1,0 +1,147 @@
+/* kernels/cuda/ops_cuda_bf16.cu — `ops_cuda_bf16`: the mixed-precision CUDA op table of design 4.8
+ * (compute in bf16 with fp32 accumulation; norms, softmax and the loss in fp32).
+ *
+ * What it is: the table, and the casts that put bf16 storage behind the float* signatures of ops_t.
+ * Arguments of compute precision ("C") hold bf16 bit patterns (2 bytes an element, rounded to
+ * nearest even from fp32); the others stay fp32:
+ *   matmul_forward        out, in, w: C (cuBLAS GemmEx, fp32 accumulation; accumulate adds to out)
+ *   matmul_backward       din C (+=), dw fp32 (+=), dout, in, w: C
+ *   embedding_forward     out, table: C          embedding_backward  dtable fp32 (+=), dout C
+ *   rmsnorm_forward       out, x, w: C; rstd fp32  rmsnorm_backward   dx C (+=), dw fp32 (+=), dout, x, w C
+ *   rope_forward/backward out/din, x/dout: C
+ *   attention_forward     out, q, k, v: C; lse fp32; attention_backward dq, dk, dv C (+=), dout, out C
+ *   swiglu_forward/backward  all C (gradients +=)
+ *   ce_rowmax/sumexp/target  logits C; mx, se, tl fp32    ce_loss  all fp32
+ *   ce_backward           dlogits, logits: C (dlogits may alias logits); mx, se fp32
+ *   add_inplace           y, x: C
+ *   adamw, scale_inplace, sumsq   fp32 (they only see master weights, fp32 gradients and moments)
+ *   zero, copy, to_host, from_host, dev_alloc, dev_free, synchronize: bytes, as ops_cuda
+ *   cbytes = 2; to_compute(dst C, src fp32, n) rounds fp32 to bf16 (dst must not overlap src).
+ * Everything in between a load and a store is fp32: the kernels are the templates of ops_cuda.cu
+ * and attention.cu instantiated for bf16s, so each op is one kernel source shared with ops_cuda.
+ * What it is not: a tensor-core attention, nor a place that keeps fp32 copies: the master weights,
+ * their gradients and the AdamW state are the engine's fp32 buffers (core/fsdp).
+ */
+#include "kernels/cuda/cuda_common.cuh"
+
+/* the C-typed float* of ops_t hold bf16s: reinterpret (NULL stays NULL) */
+static inline bf16s *as_bf(float *p) { return reinterpret_cast<bf16s *>(p); }
+static inline const bf16s *as_bf(const float *p) { return reinterpret_cast<const bf16s *>(p); }
+static inline uint16_t *as_u16(float *p) { return reinterpret_cast<uint16_t *>(p); }
+static inline const uint16_t *as_u16(const float *p) { return reinterpret_cast<const uint16_t *>(p); }
+
+static void b_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate) {
+    cuda_matmul_forward_bf16(as_u16(out), as_u16(in), as_u16(w), N, Cin, Cout, accumulate);
+}
+
+static void b_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w, int N,
+                              int Cin, int Cout) {
+    cuda_matmul_backward_bf16(as_u16(din), dw, as_u16(dout), as_u16(in), as_u16(w), N, Cin, Cout);
+}
+
+static void b_embedding_forward(float *out, const int32_t *tok, const float *table, int N, int C, int v_start,
+                                int v_count) {
+    cuda_embedding_forward_t<bf16s>(as_bf(out), tok, as_bf(table), N, C, v_start, v_count);
+}
+
+static void b_embedding_backward(float *dtable, const float *dout, const int32_t *tok, int N, int C, int v_start,
+                                 int v_count) {
+    cuda_embedding_backward_t<bf16s>(dtable, as_bf(dout), tok, N, C, v_start, v_count);
+}
+
+static void b_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+    cuda_rmsnorm_forward_t<bf16s>(as_bf(out), rstd, as_bf(x), as_bf(w), N, C, eps);
+}
+
+static void b_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                               const float *rstd, int N, int C) {
+    cuda_rmsnorm_backward_t<bf16s>(as_bf(dx), dw, as_bf(dout), as_bf(x), as_bf(w), rstd, N, C);
+}
+
+static void b_rope_forward(float *out, const float *x, int Bn, int T, int nh, int hd, float theta) {
+    cuda_rope_forward_t<bf16s>(as_bf(out), as_bf(x), Bn, T, nh, hd, theta);
+}
+
+static void b_rope_backward(float *din, const float *dout, int Bn, int T, int nh, int hd, float theta) {
+    cuda_rope_backward_t<bf16s>(as_bf(din), as_bf(dout), Bn, T, nh, hd, theta);
+}
+
+static void b_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v,
+                                int Bn, int T, int H, int KV, int hd) {
+    (void)ws;
+    cuda_attention_forward_t<bf16s>(as_bf(out), lse, as_bf(q), as_bf(k), as_bf(v), Bn, T, H, KV, hd);
+}
+
+static void b_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
+                                 const float *lse, const float *q, const float *k, const float *v, int Bn, int T,
+                                 int H, int KV, int hd) {
+    (void)ws;
+    cuda_attention_backward_t<bf16s>(as_bf(dq), as_bf(dk), as_bf(dv), as_bf(dout), as_bf(out), lse, as_bf(q),
+                                     as_bf(k), as_bf(v), Bn, T, H, KV, hd);
+}
+
+static void b_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+    cuda_swiglu_forward_t<bf16s>(as_bf(out), as_bf(gate), as_bf(up), n);
+}
+
+static void b_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                              size_t n) {
+    cuda_swiglu_backward_t<bf16s>(as_bf(dgate), as_bf(dup), as_bf(dout), as_bf(gate), as_bf(up), n);
+}
+
+static void b_ce_rowmax(float *mx, const float *logits, int N, int Vloc, int v_valid) {
+    cuda_ce_rowmax_t<bf16s>(mx, as_bf(logits), N, Vloc, v_valid);
+}
+
+static void b_ce_sumexp(float *se, const float *logits, const float *mx, int N, int Vloc, int v_valid) {
+    cuda_ce_sumexp_t<bf16s>(se, as_bf(logits), mx, N, Vloc, v_valid);
+}
+
+static void b_ce_target(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc, int v_start) {
+    cuda_ce_target_t<bf16s>(tl, as_bf(logits), tgt, N, Vloc, v_start);
+}
+
+static void b_ce_backward(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
+                          float scale, int N, int Vloc, int v_start, int v_valid) {
+    cuda_ce_backward_t<bf16s>(as_bf(dlogits), as_bf(logits), mx, se, tgt, scale, N, Vloc, v_start, v_valid);
+}
+
+static void b_add_inplace(float *y, const float *x, size_t n) { cuda_add_inplace_t<bf16s>(as_bf(y), as_bf(x), n); }
+
+static void b_to_compute(void *dst, const float *src, size_t n) {
+    cuda_f32_to_bf16(static_cast<uint16_t *>(dst), src, n);
+}
+
+/* ---- the table ---------------------------------------------------------------------------------
+ * Starts from ops_cuda's (a fresh copy: no dependence on the order of static initialisation) and
+ * replaces every op that has a compute-precision argument. What stays is fp32 or byte-based:
+ * ce_loss, adamw, scale_inplace, sumsq and the memory ops. The static_assert makes an op added to
+ * kernels.h fail the build here too, so that nobody inherits an fp32 op by accident. */
+static ops_t make_ops_cuda_bf16(void) {
+    ops_t o = cuda_ops_fp32_table();
+    o.name = "cuda_bf16";
+    o.matmul_forward = b_matmul_forward;
+    o.matmul_backward = b_matmul_backward;
+    o.embedding_forward = b_embedding_forward;
+    o.embedding_backward = b_embedding_backward;
+    o.rmsnorm_forward = b_rmsnorm_forward;
+    o.rmsnorm_backward = b_rmsnorm_backward;
+    o.rope_forward = b_rope_forward;
+    o.rope_backward = b_rope_backward;
+    o.attention_forward = b_attention_forward;
+    o.attention_backward = b_attention_backward;
+    o.swiglu_forward = b_swiglu_forward;
+    o.swiglu_backward = b_swiglu_backward;
+    o.ce_rowmax = b_ce_rowmax;
+    o.ce_sumexp = b_ce_sumexp;
+    o.ce_target = b_ce_target;
+    o.ce_backward = b_ce_backward;
+    o.add_inplace = b_add_inplace;
+    o.cbytes = 2;
+    o.to_compute = b_to_compute;
+    return o;
+}
+/* 29 function pointers, cbytes and the name: revisit make_ops_cuda_bf16 when kernels.h grows */
+static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: decide each new op's precision here");
+
+extern "C" const ops_t ops_cuda_bf16 = make_ops_cuda_bf16();
