@@ -7,6 +7,8 @@
 # about the real CUDA toolchain (the nvcc build of `make` covers compilation). Skipped when no C++20
 # compiler is found.
 source "$(dirname "$0")/lib.sh"
+# the emulator builds with g++ on its own, not with the sanitizer build: it runs in the plain suite only
+case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
 command -v g++ >/dev/null || { skip cuda_emu "no g++"; exit 0; }
 O="$BUILD/emu"; mkdir -p "$O"
 rm -f "$O"/*.o # objects of .cu files that no longer exist must not be linked

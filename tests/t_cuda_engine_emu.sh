@@ -7,6 +7,8 @@
 # CPU backend; the plan must equal the measured peak on the device backend too. NCCL itself is not
 # emulated (it needs real GPUs).
 source "$(dirname "$0")/lib.sh"
+# the emulator builds with g++ on its own, not with the sanitizer build: it runs in the plain suite only
+case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
 command -v g++ >/dev/null || { skip cuda_engine_emu "no g++"; exit 0; }
 O="$BUILD/emu-engine"; mkdir -p "$O/obj"
 BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
