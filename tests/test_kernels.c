@@ -405,6 +405,43 @@ done:
     free(q); free(k); free(v); free(out); free(lse); free(ws); free(dq); free(dk); free(dv); free(ref); free(rl);
 }
 
+/* Attention backward at a realistic head size and several row blocks (the transposed-K/V GEMM
+ * path), where per-element FD is too slow: directional derivatives along random unit directions
+ * of q, k and v (central differences of the double reference, step 1e-4) against <grad, u>. */
+static void test_attention_directional(int B, int T, int H, int KV, int hd) {
+    char name[160];
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    float *q = frand(nq, 1.5), *k = frand(nk, 1.5), *v = frand(nk, 1.0), *R = frand(nq, 1.0);
+    float *out = frand(nq, 1.0), *lse = frand(nl, 1.0), *ws = frand(attention_ws_floats(T), 1.0);
+    float *gq = calloc(nq, sizeof(float)), *gk = calloc(nk, sizeof(float)), *gv = calloc(nk, sizeof(float));
+    ops_cpu.attention_forward(out, lse, ws, q, k, v, B, T, H, KV, hd);
+    ops_cpu.attention_backward(gq, gk, gv, ws, R, out, lse, q, k, v, B, T, H, KV, hd);
+    double *dq = todouble(q, nq), *dk = todouble(k, nk), *dv = todouble(v, nk), *dR = todouble(R, nq), *tmp = dzeros(nq);
+    att_ctx c = {dq, dk, dv, tmp, dR, B, T, H, KV, hd};
+    double *xs[3] = {dq, dk, dv};
+    float *gs[3] = {gq, gk, gv};
+    size_t ns[3] = {nq, nk, nk};
+    const char *nm[3] = {"dq", "dk", "dv"};
+    for (int w = 0; w < 3; w++) {
+        float *u = frand(ns[w], 1.0);
+        double un = 0, gu = 0, h = 1e-4;
+        for (size_t i = 0; i < ns[w]; i++) un += (double)u[i] * u[i];
+        un = sqrt(un);
+        for (size_t i = 0; i < ns[w]; i++) gu += gs[w][i] * (u[i] / un);
+        for (size_t i = 0; i < ns[w]; i++) xs[w][i] += h * u[i] / un;
+        double lp = att_obj(&c);
+        for (size_t i = 0; i < ns[w]; i++) xs[w][i] -= 2 * h * u[i] / un;
+        double lm = att_obj(&c);
+        for (size_t i = 0; i < ns[w]; i++) xs[w][i] += h * u[i] / un;
+        double fd = (lp - lm) / (2 * h);
+        snprintf(name, sizeof name, "attention_backward %s directional (FD) B=%d T=%d H=%d KV=%d hd=%d", nm[w], B, T, H, KV, hd);
+        check_err(name, fabs(fd - gu) / fmax(fabs(fd), 1e-3), 1e-3);
+        free(u);
+    }
+    free(q); free(k); free(v); free(R); free(out); free(lse); free(ws); free(gq); free(gk); free(gv);
+    free(dq); free(dk); free(dv); free(dR); free(tmp);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* SwiGLU                                                                                     */
 
@@ -691,6 +728,8 @@ int main(void) {
     test_attention(2, 7, 3, 3, 6, 1);   /* MHA, odd sizes */
     test_attention(1, 70, 4, 2, 4, 1);  /* two query row blocks */
     test_attention(1, 200, 8, 2, 16, 0); /* four row blocks, forward only (FD would be slow) */
+    test_attention_directional(1, 160, 4, 2, 16);  /* realistic head size, 3 row blocks, GQA */
+    test_attention_directional(2, 130, 2, 2, 32);  /* MHA, partial last block */
     test_swiglu();
     test_ce(6, 11, 3);
     test_ce(5, 7, 2);
