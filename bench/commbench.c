@@ -1,0 +1,436 @@
+/* bench/commbench.c — collective bandwidth per mesh group, nccl-tests style (design 1, 7, 12):
+ * `mpirun -np W build/commbench --tp T` splits the world into the TP groups (consecutive ranks) and
+ * DP groups (strided) of the dp×tp mesh with comm_mpi_groups, and for each group kind and each
+ * collective the engine uses (all-reduce, all-gather, reduce-scatter by both algorithms of
+ * core/comm.c) times sizes doubling from --min-bytes to --max-bytes through the core/comm.h calls
+ * themselves, so what is measured is what the engine runs. All groups of one kind run at the same
+ * time, as they do in training (NCCL_TESTS_SPLIT does the same).
+ * One harness owns warm-up, timing (barrier on the group first; time = max over ranks of the mean),
+ * verification outside the timed region (rank-dependent small-integer data, so float sums are exact
+ * and the result can be checked exactly; #wrong counts wrong elements over all ranks, as nccl-tests
+ * -c does) and reporting: a `#`-headed fixed-width table with a units row (gnuplot/awk read it as is)
+ * and the same records as JSON (--json, written atomically). algbw = S/t with S the whole array
+ * (count·size for all-reduce, the gathered / the reduced array for all-gather / reduce-scatter);
+ * busbw = algbw · metrics_busbw_factor (nccl-tests). A single-process memcpy rate is printed as the
+ * reference a shared-memory transport can be compared with.
+ * Not here: NCCL (this measures the MPI path only), in-place vs out-of-place variants, alltoall. */
+#include <errno.h>
+#include <jansson.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/mesh.h"
+#include "core/metrics.h"
+#include "core/record.h"
+
+/* ------------------------------------------------------------------ options */
+typedef struct opts {
+    int tp, iters, warmup, help;
+    const char *min_bytes, *max_bytes, *memcpy_bytes, *json, *rs_algo;
+} opts;
+
+typedef enum { O_INT, O_STR, O_ON } otype;
+typedef struct { const char *name; otype type; size_t off; const char *meta, *help; } opt_def;
+#define F(x) offsetof(opts, x)
+static const opt_def OPTS[] = {
+    {"tp", O_INT, F(tp), "T", "tensor-parallel degree of the mesh; dp = world / T (default 1: one DP group of all ranks)"},
+    {"min-bytes", O_STR, F(min_bytes), "SIZE", "smallest message (whole array; default 1K), e.g. 4096, 1MiB (K/M/G = 1024 powers, as nccl-tests)"},
+    {"max-bytes", O_STR, F(max_bytes), "SIZE", "largest message (default 64M, at most 1G); sizes double from --min-bytes"},
+    {"iters", O_INT, F(iters), "N", "timed iterations per size (default 20)"},
+    {"warmup", O_INT, F(warmup), "N", "untimed iterations per size before the timed ones (default 5)"},
+    {"rs-algo", O_STR, F(rs_algo), "allreduce|native|both", "reduce-scatter: MPI_Allreduce + copy, MPI_Reduce_scatter_block, or both (default)"},
+    {"memcpy-bytes", O_STR, F(memcpy_bytes), "SIZE", "buffer size of the out-of-cache memcpy reference (default 512M)"},
+    {"json", O_STR, F(json), "FILE", "also write the records as JSON (atomically: temp file, then rename)"},
+    {"help", O_ON, F(help), NULL, "this text"},
+};
+#undef F
+#define NOPTS (int)(sizeof OPTS / sizeof OPTS[0])
+
+static int g_rank0 = 1;
+static int g_mpi = 0;
+
+/* one line on rank 0's stderr */
+static void say(const char *fmt, ...) {
+    if (!g_rank0) return;
+    va_list ap; va_start(ap, fmt);
+    fprintf(stderr, "commbench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+static void finish(int code) {
+    if (g_mpi) MPI_Finalize();
+    exit(code);
+}
+
+static void usage(void) {
+    printf("usage: mpirun -np W build/commbench [options]\n\n");
+    for (int i = 0; i < NOPTS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", OPTS[i].name, OPTS[i].meta ? " " : "", OPTS[i].meta ? OPTS[i].meta : "");
+        printf("  %-34s %s\n", left, OPTS[i].help);
+    }
+    printf("\nOutput: one row per (group, collective, algorithm, size): size (B), count (float elements of the\n"
+           "whole array), group (tp|dp), ranks, collective, algo, time (us, max over ranks of the mean),\n"
+           "algbw and busbw (GB/s = 1e9 B/s, nccl-tests factors), #wrong. Rows not starting with '#' are data.\n"
+           "exit codes: 0 ok, 1 failed (including #wrong > 0), 2 bad usage\n");
+}
+
+/* sizes as nccl-tests writes them: a number with an optional K, M or G (powers of 1024); anything
+ * else core's parse_size understands (KiB, MB, ...) is accepted too */
+static int parse_bytes(const char *s, uint64_t *out) {
+    size_t l = strlen(s);
+    if (l >= 2 && l < 32 && strchr("KMG", s[l - 1]) && s[l - 2] >= '0' && s[l - 2] <= '9') {
+        char buf[40];
+        snprintf(buf, sizeof buf, "%.*s%ciB", (int)(l - 1), s, s[l - 1]);
+        return parse_size(buf, out);
+    }
+    return parse_size(s, out);
+}
+
+static int parse_args(opts *o, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) { say("unexpected argument '%s' (options start with --; see --help)", a); return -1; }
+        char name[64]; const char *val = NULL;
+        const char *eq = strchr(a + 2, '=');
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (nl >= sizeof name) { say("unknown option '%s' (see --help)", a); return -1; }
+        memcpy(name, a + 2, nl); name[nl] = 0;
+        if (eq) val = eq + 1;
+        const opt_def *d = NULL;
+        for (int k = 0; k < NOPTS; k++) if (!strcmp(OPTS[k].name, name)) d = &OPTS[k];
+        if (!d) { say("unknown option '--%s' (see --help)", name); return -1; }
+        char *p = (char *)o + d->off;
+        if (d->type == O_ON) {
+            if (val) { say("option --%s takes no value", name); return -1; }
+            *(int *)p = 1;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc) { say("option --%s needs a value (%s)", name, d->meta); return -1; }
+            val = argv[++i];
+        }
+        if (d->type == O_INT) {
+            long long v;
+            if (parse_int(val, -2147483647LL, 2147483647LL, &v)) { say("option --%s: '%s' is not an integer", name, val); return -1; }
+            *(int *)p = (int)v;
+        } else {
+            if (!*val) { say("option --%s: empty value", name); return -1; }
+            *(const char **)p = val;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the collectives */
+/* One benchmark instance: the group, the whole-array size S and the two buffers (a: input or in-place
+ * buffer, S bytes; b: output, S bytes). n_part = elements each rank owns (S/4/ranks). */
+typedef struct bench {
+    comm_group *g;
+    size_t count;  /* float elements of the whole array */
+    size_t n_part; /* count / ranks */
+    float *a, *b;
+} bench_t;
+
+/* The data rank r holds at element j of the whole array: small integers in [-8, 8], so sums over up
+ * to 2^20 ranks are exact in fp32 and the result can be compared with == . */
+static inline float val(int r, size_t j) { return (float)((int)((j * 7u + (size_t)r * 31u + 3u) % 17u) - 8); }
+static inline float sum_val(int n, size_t j) { float s = 0; for (int r = 0; r < n; r++) s += val(r, j); return s; }
+
+static void fill_whole(bench_t *B) { for (size_t j = 0; j < B->count; j++) B->a[j] = val(B->g->rank, j); }
+static void fill_part(bench_t *B) {
+    size_t off = (size_t)B->g->rank * B->n_part;
+    for (size_t i = 0; i < B->n_part; i++) B->a[i] = val(B->g->rank, off + i);
+}
+
+static void run_ar(bench_t *B) { comm_all_reduce_sum(B->g, B->a, B->count); }
+static void run_ag(bench_t *B) { comm_all_gather(B->g, B->b, B->a, B->n_part); }
+static void run_rs_allreduce(bench_t *B) { comm_set_rs_algo(COMM_RS_ALLREDUCE); comm_reduce_scatter(B->g, B->b, B->a, B->n_part); }
+static void run_rs_native(bench_t *B) { comm_set_rs_algo(COMM_RS_NATIVE); comm_reduce_scatter(B->g, B->b, B->a, B->n_part); }
+
+static uint64_t check_ar(bench_t *B) {
+    uint64_t bad = 0;
+    for (size_t j = 0; j < B->count; j++) bad += B->a[j] != sum_val(B->g->size, j);
+    return bad;
+}
+static uint64_t check_ag(bench_t *B) {
+    uint64_t bad = 0;
+    for (size_t j = 0; j < B->count; j++) bad += B->b[j] != val((int)(j / B->n_part), j);
+    return bad;
+}
+static uint64_t check_rs(bench_t *B) {
+    uint64_t bad = 0;
+    size_t off = (size_t)B->g->rank * B->n_part;
+    for (size_t i = 0; i < B->n_part; i++) bad += B->b[i] != sum_val(B->g->size, off + i);
+    return bad;
+}
+
+/* nccl-tests' table of function pointers: how to fill, run and check each collective */
+typedef struct coll_def {
+    const char *name, *algo;
+    comm_kind kind; /* for the busbw factor */
+    int rs;         /* 0: not a reduce-scatter; 1: allreduce+copy; 2: native (for --rs-algo) */
+    int out_in_a;   /* the result is in a (in place) rather than b */
+    void (*fill)(bench_t *);
+    void (*run)(bench_t *);
+    uint64_t (*check)(bench_t *);
+} coll_def;
+static const coll_def COLLS[] = {
+    {"all_reduce", "mpi", COMM_ALL_REDUCE, 0, 1, fill_whole, run_ar, check_ar},
+    {"all_gather", "mpi", COMM_ALL_GATHER, 0, 0, fill_part, run_ag, check_ag},
+    {"reduce_scatter", "allreduce", COMM_REDUCE_SCATTER, 1, 0, fill_whole, run_rs_allreduce, check_rs},
+    {"reduce_scatter", "native", COMM_REDUCE_SCATTER, 2, 0, fill_whole, run_rs_native, check_rs},
+};
+#define NCOLLS (int)(sizeof COLLS / sizeof COLLS[0])
+
+typedef struct record {
+    uint64_t bytes, count, wrong;
+    const char *group, *coll, *algo;
+    int ranks;
+    double time_us, algbw_gbs, busbw_gbs;
+} record;
+
+/* The harness: warm-up, timed loop, cross-rank max of the mean, then verification (untimed). Every
+ * rank of the world calls this with the same arguments, so all groups of one kind run together. */
+static int g_fault; /* MESHSWEEP_COMMBENCH_FAULT=1: corrupt one result element (tests/t_commbench.sh
+                     * uses it to show that the check finds a wrong result) */
+static record measure(const coll_def *c, bench_t *B, const char *group, int warmup, int iters) {
+    c->fill(B);
+    for (int i = 0; i < warmup; i++) c->run(B);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(*(MPI_Comm *)B->g->mpi);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) c->run(B);
+    double mean_s = (MPI_Wtime() - t0) / iters, max_s = 0;
+    MPI_Allreduce(&mean_s, &max_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+    /* verification outside the timed region: fresh data, one call, exact comparison */
+    memset(B->b, 0xff, B->count * sizeof(float)); /* NaN: an untouched output element is counted wrong */
+    c->fill(B);
+    c->run(B);
+    if (g_fault && B->g->rank == 0) (c->out_in_a ? B->a : B->b)[0] += 1;
+    unsigned long long bad = c->check(B), bad_all = 0;
+    MPI_Allreduce(&bad, &bad_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+
+    record r = {0};
+    r.bytes = B->count * sizeof(float);
+    r.count = B->count;
+    r.wrong = bad_all;
+    r.group = group; r.coll = c->name; r.algo = c->algo;
+    r.ranks = B->g->size;
+    r.time_us = max_s * 1e6;
+    r.algbw_gbs = max_s > 0 ? (double)r.bytes / max_s / 1e9 : 0;
+    r.busbw_gbs = r.algbw_gbs * metrics_busbw_factor(c->kind, B->g->size);
+    return r;
+}
+
+/* ------------------------------------------------------------------ memcpy reference */
+/* Single-process copy rate S/t (GB/s) of `bytes`-sized buffers: the best of `reps` copies after one
+ * that faults the pages in. Other ranks wait in a sleeping loop so this process has a core. */
+static double memcpy_gbs(size_t bytes, int reps) {
+    char *s = malloc(bytes), *d = malloc(bytes);
+    if (!s || !d) { free(s); free(d); return -1; }
+    memset(s, 1, bytes); memset(d, 2, bytes);
+    memcpy(d, s, bytes);
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        double t0 = MPI_Wtime();
+        memcpy(d, s, bytes);
+        double t = MPI_Wtime() - t0;
+        if (t < best) best = t;
+        s[(size_t)i * 4096 % bytes] ^= d[bytes - 1]; /* keep the copies observable */
+    }
+    free(s); free(d);
+    return best > 0 ? (double)bytes / best / 1e9 : 0;
+}
+
+static void sleep_until_all(void) {
+    MPI_Request q; int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &q);
+    struct timespec ts = {0, 1000000};
+    while (!done) { MPI_Test(&q, &done, MPI_STATUS_IGNORE); if (!done) nanosleep(&ts, NULL); }
+}
+
+/* ------------------------------------------------------------------ output */
+static void print_header(void) {
+    printf("#%11s %12s %6s %5s %15s %9s %10s %8s %8s %7s\n", "size", "count", "group", "ranks", "collective", "algo", "time", "algbw", "busbw", "#wrong");
+    printf("#%11s %12s %6s %5s %15s %9s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+static void print_row(const record *r) {
+    printf("%12llu %12llu %6s %5d %15s %9s %10.1f %8.3f %8.3f %7llu\n", (unsigned long long)r->bytes,
+           (unsigned long long)r->count, r->group, r->ranks, r->coll, r->algo, r->time_us, r->algbw_gbs,
+           r->busbw_gbs, (unsigned long long)r->wrong);
+    fflush(stdout);
+}
+
+static json_t *record_json(const record *r) {
+    return json_pack("{s:I, s:I, s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:I}", "size_bytes", (json_int_t)r->bytes,
+                     "count", (json_int_t)r->count, "group", r->group, "ranks", r->ranks, "collective", r->coll,
+                     "algo", r->algo, "time_us", r->time_us, "algbw_gbs", r->algbw_gbs, "busbw_gbs", r->busbw_gbs,
+                     "wrong", (json_int_t)r->wrong);
+}
+
+/* ------------------------------------------------------------------ main */
+static const char *env_rank_str(void) {
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    if (!r) r = getenv("PMIX_RANK");
+    return r;
+}
+
+int main(int argc, char **argv) {
+    opts o = {.tp = 1, .iters = 20, .warmup = 5, .min_bytes = "1K", .max_bytes = "64M", .memcpy_bytes = "512M", .rs_algo = "both"};
+    const char *rs = env_rank_str();
+    g_rank0 = !rs || !strcmp(rs, "0");
+
+    /* usage errors are found before MPI starts, so every rank exits 2 with one line from rank 0 */
+#define BAD(...) do { say(__VA_ARGS__); finish(2); } while (0)
+    if (parse_args(&o, argc, argv)) finish(2);
+    if (o.help) { if (g_rank0) usage(); finish(0); }
+    uint64_t min_b, max_b, mc_b;
+    if (parse_bytes(o.min_bytes, &min_b)) BAD("option --min-bytes: '%s' is not a size (e.g. 1K, 4096, 1MiB)", o.min_bytes);
+    if (parse_bytes(o.max_bytes, &max_b)) BAD("option --max-bytes: '%s' is not a size (e.g. 64M, 1GiB)", o.max_bytes);
+    if (parse_bytes(o.memcpy_bytes, &mc_b)) BAD("option --memcpy-bytes: '%s' is not a size (e.g. 512M)", o.memcpy_bytes);
+    if (min_b < 4) BAD("--min-bytes %s: at least 4 bytes (one float)", o.min_bytes);
+    if (max_b < min_b) BAD("--max-bytes %s is below --min-bytes %s", o.max_bytes, o.min_bytes);
+    if (max_b > (1ull << 30)) BAD("--max-bytes %s: at most 1G per message", o.max_bytes);
+    if (mc_b < 4096 || mc_b > (4ull << 30)) BAD("--memcpy-bytes %s: between 4K and 4G", o.memcpy_bytes);
+    if (o.iters < 1) BAD("--iters %d: at least 1", o.iters);
+    if (o.warmup < 0) BAD("--warmup %d: not negative", o.warmup);
+    if (o.tp < 1) BAD("--tp %d: at least 1", o.tp);
+    int rs_mask = !strcmp(o.rs_algo, "allreduce") ? 1 : !strcmp(o.rs_algo, "native") ? 2 : !strcmp(o.rs_algo, "both") ? 3 : 0;
+    if (!rs_mask) BAD("--rs-algo '%s': one of allreduce, native, both", o.rs_algo);
+
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) { say("MPI_Init failed"); return 1; }
+    g_mpi = 1;
+    { const char *f = getenv("MESHSWEEP_COMMBENCH_FAULT"); g_fault = f && !strcmp(f, "1"); }
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    g_rank0 = rank == 0;
+    char err[512];
+    mesh_t mesh;
+    if (mesh_init(&mesh, world, rank, o.tp, err, sizeof err)) BAD("%s", err);
+    if (o.json) { /* rank 0 writes the file, so it checks; every rank leaves together if it cannot */
+        int okw = 1;
+        if (g_rank0 && record_check_writable(o.json, err, sizeof err)) okw = 0;
+        MPI_Bcast(&okw, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!okw) BAD("%s", err);
+    }
+
+    comm_group tpg, dpg;
+    if (comm_mpi_groups(&tpg, &dpg, o.tp)) { say("could not build the mesh groups"); finish(1); }
+    comm_rs_algo rs_default = comm_get_rs_algo();
+
+    /* buffers for the largest message, touched once so page faults stay out of the timings */
+    size_t max_count = (size_t)(max_b / sizeof(float));
+    float *a = malloc(max_count * sizeof(float)), *b = malloc(max_count * sizeof(float));
+    int okm = a && b, okm_all = 0;
+    MPI_Allreduce(&okm, &okm_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!okm_all) { say("out of host memory for two %llu-byte buffers per rank", (unsigned long long)max_b); finish(1); }
+    memset(a, 0, max_count * sizeof(float)); memset(b, 0, max_count * sizeof(float));
+
+    /* memcpy reference on rank 0 while the others sleep: at the largest message size (what the
+     * collectives' working set sees, partly cache-resident) and at --memcpy-bytes (out of cache) */
+    double mc_msg = 0, mc_big = 0;
+    if (g_rank0) { mc_msg = memcpy_gbs((size_t)max_b, 10); mc_big = memcpy_gbs((size_t)mc_b, 5); }
+    sleep_until_all();
+
+    char host[256] = "?", mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "?", date[64] = "?";
+    gethostname(host, sizeof host - 1);
+    { int ml = 0; MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
+    { time_t now = time(NULL); struct tm tmv; if (gmtime_r(&now, &tmv)) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv); }
+    if (g_rank0) {
+        printf("# commbench: world %d, mesh %dx%d (dp x tp), float32 sum, iters %d, warmup %d, host %s, %s\n", world,
+               mesh.dp, mesh.tp, o.iters, o.warmup, host, mpiver);
+        printf("# time = max over ranks of the mean of %d iterations; all groups of one kind run at once;\n", o.iters);
+        printf("# algbw = S/time (S = whole array), busbw = algbw * nccl-tests factor (all_reduce 2(n-1)/n, others (n-1)/n)\n");
+        printf("# memcpy (1 process, best of copies): %.3f GB/s at %llu B, %.3f GB/s at %llu B\n", mc_msg,
+               (unsigned long long)max_b, mc_big, (unsigned long long)mc_b);
+        print_header();
+    }
+
+    json_t *recs = json_array();
+    double bus_sum = 0; int nrows = 0;
+    uint64_t wrong_total = 0;
+    struct { const char *name; comm_group *g; } groups[2] = {{"tp", &tpg}, {"dp", &dpg}};
+    /* reduce-scatter comparison: time of each algorithm per group and size, for the footer */
+    enum { MAXSIZES = 64 };
+    double rs_t[2][2][MAXSIZES]; uint64_t rs_bytes[2][MAXSIZES]; int rs_n[2] = {0, 0};
+    memset(rs_t, 0, sizeof rs_t);
+    for (int gi = 0; gi < 2; gi++) {
+        comm_group *g = groups[gi].g;
+        if (g->size < 2) {
+            if (g_rank0) printf("# %s groups have 1 rank: nothing to measure\n", groups[gi].name);
+            continue;
+        }
+        /* sizes outside, collectives inside: on a machine shared with other jobs the load drifts over
+         * seconds, and the two reduce-scatter algorithms are compared under the same conditions */
+        int si = 0;
+        for (uint64_t s = min_b; s <= max_b && si < MAXSIZES; s *= 2, si++) {
+            /* every rank owns an equal whole number of floats, as nccl-tests rounds */
+            uint64_t unit = sizeof(float) * (uint64_t)g->size;
+            uint64_t bytes = s - s % unit;
+            if (!bytes) continue;
+            for (int ci = 0; ci < NCOLLS; ci++) {
+                const coll_def *c = &COLLS[ci];
+                if (c->rs && !(c->rs & rs_mask)) continue;
+                bench_t B = {g, (size_t)(bytes / sizeof(float)), (size_t)(bytes / unit), a, b};
+                record r = measure(c, &B, groups[gi].name, o.warmup, o.iters);
+                wrong_total += r.wrong;
+                bus_sum += r.busbw_gbs; nrows++;
+                if (c->rs) { rs_t[gi][c->rs - 1][si] = r.time_us; rs_bytes[gi][si] = r.bytes; if (si + 1 > rs_n[gi]) rs_n[gi] = si + 1; }
+                if (g_rank0) { print_row(&r); json_array_append_new(recs, record_json(&r)); }
+            }
+        }
+    }
+    comm_set_rs_algo(rs_default);
+
+    if (g_rank0) {
+        printf("# Out of bounds values : %llu %s\n", (unsigned long long)wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %.3f GB/s\n", nrows ? bus_sum / nrows : 0);
+        if (rs_mask == 3 && rs_n[0] + rs_n[1] > 0) {
+            printf("# reduce_scatter algorithms: time (us) of MPI_Allreduce+copy vs MPI_Reduce_scatter_block\n");
+            printf("#%5s %12s %12s %12s %8s %10s\n", "group", "size(B)", "allreduce", "native", "ratio", "faster");
+            for (int gi = 0; gi < 2; gi++)
+                for (int si = 0; si < rs_n[gi]; si++) {
+                    double ta = rs_t[gi][0][si], tn = rs_t[gi][1][si];
+                    if (ta <= 0 || tn <= 0) continue;
+                    printf("#%5s %12llu %12.1f %12.1f %8.2f %10s\n", groups[gi].name, (unsigned long long)rs_bytes[gi][si],
+                           ta, tn, tn / ta, tn < ta ? "native" : "allreduce");
+                }
+        }
+        fflush(stdout);
+    }
+
+    int rc = wrong_total ? 1 : 0;
+    if (g_rank0 && o.json) {
+        json_t *root = json_pack("{s:s, s:i, s:{s:i, s:i}, s:i, s:i, s:s, s:[{s:I, s:f}, {s:I, s:f}], s:o, s:I, s:f, s:{s:s, s:s, s:s}}",
+            "schema", "meshsweep.commbench/1", "world", world, "mesh", "dp", mesh.dp, "tp", mesh.tp,
+            "iters", o.iters, "warmup", o.warmup, "dtype", "float32",
+            "memcpy", "bytes", (json_int_t)max_b, "gbs", mc_msg, "bytes", (json_int_t)mc_b, "gbs", mc_big,
+            "records", recs, "wrong_total", (json_int_t)wrong_total, "avg_busbw_gbs", nrows ? bus_sum / nrows : 0,
+            "env", "host", host, "mpi", mpiver, "date", date);
+        if (!root) { say("could not build the JSON record"); rc = 1; }
+        else {
+            if (record_write_atomic(o.json, root, err, sizeof err)) { say("%s", err); rc = 1; }
+            json_decref(root);
+        }
+    } else {
+        json_decref(recs);
+    }
+    if (wrong_total) say("%llu wrong elements: the collectives returned wrong results", (unsigned long long)wrong_total);
+    free(a); free(b);
+    finish(rc);
+    return rc;
+}
