@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MPI_CHECK(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
     char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_); \
@@ -80,6 +81,30 @@ void comm_null_group(comm_group *g, int size, int rank) {
 
 #define COMM(g) (*(MPI_Comm *)(g)->mpi)
 
+/* Waiting for a collective. With more ranks than cores on a node (the CPU default: 8 ranks on a
+ * laptop), a rank spinning in MPI_Wait takes a core from a rank that still computes; polling with
+ * MPI_Test and a short sleep gives it back. Decided once: oversubscribed nodes sleep-poll,
+ * others wait normally. MESHSWEEP_COMM_POLL=0|1 overrides (build/commbench and the benchmarks). */
+static int g_poll = -1;
+static int poll_mode(void) {
+    if (g_poll >= 0) return g_poll;
+    const char *e = getenv("MESHSWEEP_COMM_POLL");
+    if (e && (*e == '0' || *e == '1')) return g_poll = *e == '1';
+    int lr = 0, ls = 1;
+    comm_local_rank(&lr, &ls);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return g_poll = cores > 0 && ls > cores;
+}
+static void wait_req(MPI_Request *q) {
+    if (!poll_mode()) { MPI_CHECK(MPI_Wait(q, MPI_STATUS_IGNORE)); return; }
+    for (int i = 0;; i++) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(q, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (i >= 8) { struct timespec ts = {0, 20000}; nanosleep(&ts, NULL); }
+    }
+}
+
 int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
     if (g->null || g->size == 1) return 0;
     return comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen);
@@ -121,10 +146,14 @@ static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_O
     } else if (device && g_dev) {
         void *h = host_buf(0, n * esz);
         g_dev->to_host(h, buf, n * esz);
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, t, op, COMM(g)));
+        MPI_Request q;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, t, op, COMM(g), &q));
+        wait_req(&q);
         g_dev->from_host(buf, h, n * esz);
     } else {
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, t, op, COMM(g)));
+        MPI_Request q;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, op, COMM(g), &q));
+        wait_req(&q);
     }
     count(COMM_ALL_REDUCE, n * esz, comm_now_ms() - t0);
 }
@@ -142,12 +171,16 @@ static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n
     if (g_dev) {
         char *h = host_buf(0, n * g->size * esz);
         g_dev->to_host(h + (size_t)g->rank * n * esz, send, n * esz);
-        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, (int)n, mpi_type(t), h, (int)n, mpi_type(t), COMM(g)));
+        MPI_Request q;
+        MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, (int)n, mpi_type(t), h, (int)n, mpi_type(t), COMM(g), &q));
+        wait_req(&q);
         g_dev->from_host(recv, h, n * g->size * esz);
         return;
     }
     const void *s = (send == AT(recv, (size_t)g->rank * n, esz)) ? MPI_IN_PLACE : send;
-    MPI_CHECK(MPI_Allgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g)));
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), &q));
+    wait_req(&q);
 }
 
 void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
@@ -179,10 +212,13 @@ void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_
         void *b = buf;
         if (g_dev) { b = host_buf(0, all * esz); g_dev->to_host(b, buf, all * esz); }
         void *r = g_dev ? host_buf(1, n * esz) : recv;
+        MPI_Request q;
         if (g_rs == COMM_RS_NATIVE) {
-            MPI_CHECK(MPI_Reduce_scatter_block(b, r, (int)n, mpi_type(t), mpi_sum(t), COMM(g)));
+            MPI_CHECK(MPI_Ireduce_scatter_block(b, r, (int)n, mpi_type(t), mpi_sum(t), COMM(g), &q));
+            wait_req(&q);
         } else {
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, (int)all, mpi_type(t), mpi_sum(t), COMM(g)));
+            MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b, (int)all, mpi_type(t), mpi_sum(t), COMM(g), &q));
+            wait_req(&q);
             memcpy(r, AT(b, (size_t)g->rank * n, esz), n * esz);
         }
         if (g_dev) g_dev->from_host(recv, r, n * esz);
@@ -241,7 +277,7 @@ void comm_wait(comm_req *r) {
     if (r->event) {
         comm_nccl_wait(r->event);
     } else {
-        MPI_CHECK(MPI_Wait((MPI_Request *)r->mpi_req, MPI_STATUS_IGNORE));
+        wait_req((MPI_Request *)r->mpi_req);
         free(r->mpi_req);
     }
     count(r->kind, r->bytes, comm_now_ms() - t0);
