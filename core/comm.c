@@ -1,6 +1,6 @@
-/* core/comm.c — MPI and null implementations of core/comm.h.
- * Reduce-scatter defaults to MPI_Allreduce + copy: with Open MPI 4.1 on shared memory
- * MPI_Reduce_scatter_block is slower at large sizes (build/commbench measures both; README). */
+/* core/comm.c — MPI, host-staged MPI and NCCL dispatch of core/comm.h (NCCL itself: comm_nccl.c).
+ * Reduce-scatter picks MPI_Reduce_scatter_block or MPI_Allreduce + copy by group and size
+ * (comm_rs_algo in comm.h; build/commbench measures both). */
 #include "core/comm.h"
 #include "core/comm_nccl.h"
 #include "kernels/kernels.h"
@@ -17,7 +17,7 @@
 
 const char *const comm_kind_names[COMM_NKIND] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
 static comm_stats g_stats;
-static comm_rs_algo g_rs = COMM_RS_ALLREDUCE;
+static comm_rs_algo g_rs = COMM_RS_AUTO;
 static const ops_t *g_dev;          /* non-NULL: buffers are device memory, MPI stages through host */
 static void *g_host[2];             /* host staging buffers (not engine memory: they hold no device bytes) */
 static size_t g_host_bytes[2];
@@ -213,7 +213,8 @@ void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_
         if (g_dev) { b = host_buf(0, all * esz); g_dev->to_host(b, buf, all * esz); }
         void *r = g_dev ? host_buf(1, n * esz) : recv;
         MPI_Request q;
-        if (g_rs == COMM_RS_NATIVE) {
+        int native = g_rs == COMM_RS_NATIVE || (g_rs == COMM_RS_AUTO && (g->size == 2 || all * esz <= 65536));
+        if (native) {
             MPI_CHECK(MPI_Ireduce_scatter_block(b, r, (int)n, mpi_type(t), mpi_sum(t), COMM(g), &q));
             wait_req(&q);
         } else {

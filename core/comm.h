@@ -17,8 +17,11 @@ typedef enum { COMM_F32 = 4, COMM_BF16 = 2 } comm_dtype;
 typedef struct comm_stats { uint64_t calls[COMM_NKIND], bytes[COMM_NKIND]; double ms[COMM_NKIND]; } comm_stats;
 
 /* How a reduce-scatter is carried out over MPI (measured by build/commbench): an in-place
- * MPI_Allreduce of the whole buffer followed by a copy of the owned part, or MPI_Reduce_scatter_block. */
-typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1 } comm_rs_algo;
+ * MPI_Allreduce of the whole buffer followed by a copy of the owned part, or MPI_Reduce_scatter_block.
+ * AUTO (the default) takes the native call for 2-rank groups and for buffers up to 64 KiB, and the
+ * all-reduce route otherwise: with Open MPI 4.1 on shared memory the native call is faster there and
+ * 1.1-3.5x slower for larger buffers on 4+ ranks (results/bench/commbench.md). */
+typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1, COMM_RS_AUTO = 2 } comm_rs_algo;
 
 typedef struct comm_group {
     int size, rank;
