@@ -174,8 +174,9 @@ static int exe_dir(char *out, size_t cap) {
     char *slash = strrchr(self, '/');
     if (!slash) return -1;
     *slash = '\0';
-    if (strlen(self) >= cap) return -1;
-    strcpy(out, self);
+    size_t len = strlen(self);
+    if (len >= cap) return -1;
+    memcpy(out, self, len + 1);
     return 0;
 }
 
@@ -265,6 +266,7 @@ static int create_folder(const char *base, json_t *spec, char *out, size_t cap) 
         sweep_write_atomic(path, text, strlen(text)) != 0) {
         fprintf(stderr, "sweep: cannot write %s/spec.json: %s\n", out, text ? strerror(errno) : "out of memory");
         free(text);
+        rmdir(out); /* no folder without a spec: a later run must not find a half-made one */
         return -1;
     }
     free(text);
@@ -358,8 +360,10 @@ static int run_train(runner *R, const sweep_mesh *m, int kind, int batch, const 
         sweep_argv_free(&a);
         return 0;
     }
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "[%d/%d] %s   ", R->idx, R->spec->n_meshes, m->name);
     sweep_launch_opts lo = {.argv = a.v, .log_path = log, .timeout_s = R->spec->timeout_s,
-                            .env_default = R->env_default};
+                            .env_default = R->env_default, .progress = kind == SWEEP_ARGV_RUN ? prefix : NULL};
     sweep_launch_result lr;
     int rc = sweep_launch(&lo, &lr);
     o->elapsed_s = lr.elapsed_s;
@@ -856,6 +860,14 @@ int main(int argc, char **argv) {
         sweep_spec_free(&spec);
         return EXIT_IO;
     }
+    /* a folder that cannot take a file (read-only, full) stops the sweep before anything runs */
+    char probe_path[PATH_MAX];
+    pathf(probe_path, sizeof probe_path, "%s/.write-test", runs);
+    if (sweep_write_atomic(probe_path, "", 0) != 0 || unlink(probe_path) != 0) {
+        fprintf(stderr, "sweep: cannot write in %s: %s\n", runs, strerror(errno));
+        sweep_spec_free(&spec);
+        return EXIT_IO;
+    }
     fprintf(stderr, "sweep: %s: %d meshes, %s %s\n", spec.name, spec.n_meshes, resumed ? "resuming" : "writing to",
             R.dir);
 
@@ -873,10 +885,17 @@ int main(int argc, char **argv) {
             status = EXIT_INTERRUPTED;
             break;
         }
+        if (R.io_error) { /* results that cannot be saved are not worth computing: stop here */
+            status = EXIT_IO;
+            break;
+        }
     }
     if (status == 0 && sweep_launch_interrupted()) status = EXIT_INTERRUPTED;
     if (status == EXIT_INTERRUPTED) {
         fprintf(stderr, "sweep: interrupted; complete runs are kept in %s (run the same command again to resume)\n",
+                R.dir);
+    } else if (status == EXIT_IO) {
+        fprintf(stderr, "sweep: stopped: the results folder cannot be written; complete runs are kept in %s\n",
                 R.dir);
     } else {
         sweep_report_ctx c = {.spec = &spec, .res = res, .n = spec.n_meshes, .dir = R.dir, .plots_dir = R.plots,

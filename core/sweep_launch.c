@@ -132,6 +132,19 @@ static char **build_env(const sweep_launch_opts *o) {
     return env;
 }
 
+/* the newest progress line train wrote to the log (rank 0, "train: step N/M loss ... eta Ns"), printed as a new line */
+static void show_progress(const sweep_launch_opts *o, double elapsed) {
+    char tail[4096];
+    sweep_tail_lines(o->log_path, 6, tail, sizeof tail);
+    char *best = NULL;
+    for (char *p = strstr(tail, "train: step "); p; p = strstr(p + 1, "train: step ")) best = p;
+    if (!best || strstr(best, " eval ")) return;
+    char *nl = strchr(best, '\n');
+    if (nl) *nl = 0;
+    /* each on its own line; the runner's closing words ("ok in ...") follow the last one */
+    fprintf(stderr, "\n%s  %s  (%.0f s) ", o->progress, best + 7, elapsed);
+}
+
 int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
     memset(r, 0, sizeof *r);
     double t0 = now_s();
@@ -213,7 +226,7 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
     }
 
     enum { RUNNING, TERMINATING, INTERRUPTING, KILLED } state = RUNNING;
-    double since = 0;
+    double since = 0, last_progress = t0;
     int status = 0, timed_out = 0, interrupted = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
@@ -249,6 +262,7 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
                 state = KILLED;
             }
         }
+        if (o->progress && t - last_progress >= 5.0) { show_progress(o, t - t0); last_progress = t; }
         sleep_ms(20);
     }
     if (timed_out || interrupted) kill(-pid, SIGKILL); /* anything left in its group (ESRCH: none) */

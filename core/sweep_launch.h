@@ -24,6 +24,8 @@ typedef struct sweep_launch_opts {
     const char *const *env;    /* "NAME=VALUE" set in the child (overwriting), NULL-terminated, or NULL */
     const char *const *env_default; /* "NAME=VALUE" set only if NAME is not already set */
     double term_grace_s;       /* from SIGTERM to SIGKILL (default 10 when 0) */
+    const char *progress;      /* non-NULL: every few seconds, print this prefix and the newest
+                                  "train: step ..." line of the log (step, loss, tok/s, ETA) on stderr */
 } sweep_launch_opts;
 
 typedef struct sweep_launch_result {
