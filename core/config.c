@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Presets. tiny and small keep H, KV and f divisible by 8 so every 8-rank mesh (1x8 .. 8x1) is a
@@ -62,20 +63,29 @@ static void defaults(model_config *c) {
 }
 
 int config_validate(const model_config *c, char *err, size_t errlen) {
-    const struct { const char *name; int v; } pos[] = {
-        {"vocab_size", c->vocab_size},
-        {"hidden_size", c->hidden_size},
-        {"intermediate_size", c->intermediate_size},
-        {"num_hidden_layers", c->num_hidden_layers},
-        {"num_attention_heads", c->num_attention_heads},
-        {"num_key_value_heads", c->num_key_value_heads},
-        {"max_position_embeddings", c->max_position_embeddings},
+    /* Upper bounds far above any published Llama (405B: V 128256, d 16384, f 53248, L 126) that keep
+     * every derived size the engine forms (padded vocabulary, d*f, V*d, per-layer element counts) well
+     * inside int64 and each dimension plus a tensor-parallel degree inside int. */
+    const struct { const char *name; int v; int max; } pos[] = {
+        {"vocab_size", c->vocab_size, 1 << 24},
+        {"hidden_size", c->hidden_size, 1 << 20},
+        {"intermediate_size", c->intermediate_size, 1 << 22},
+        {"num_hidden_layers", c->num_hidden_layers, 1 << 16},
+        {"num_attention_heads", c->num_attention_heads, 1 << 16},
+        {"num_key_value_heads", c->num_key_value_heads, 1 << 16},
+        {"max_position_embeddings", c->max_position_embeddings, 1 << 24},
     };
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         if (pos[i].v <= 0) {
             set_err(err, errlen, "%s must be positive (got %d)", pos[i].name, pos[i].v);
             return -1;
         }
+        if (pos[i].v > pos[i].max) {
+            set_err(err, errlen, "%s %d is larger than meshsweep supports (at most %d)", pos[i].name, pos[i].v,
+                    pos[i].max);
+            return -1;
+        }
+    }
     if (c->hidden_size % c->num_attention_heads != 0) {
         set_err(err, errlen, "hidden_size %d is not divisible by num_attention_heads %d", c->hidden_size,
                 c->num_attention_heads);
@@ -142,6 +152,12 @@ static int json_pos_num(const char *file, json_t *root, const char *key, double 
 
 static int load_hf_config(model_config *c, const char *path, char *err, size_t errlen) {
     defaults(c);
+    /* a folder, FIFO or device is not a config: reading one would fail obscurely, block or never end */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        set_err(err, errlen, "%s: not a regular file (expected an HF config.json)", path);
+        return -1;
+    }
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {

@@ -69,6 +69,12 @@ static int open_tokens(data_file *d, const char *path, int vocab_size, int T, ui
         d->ntokens = DATA_SYNTHETIC_SEQUENCES * T + 1; /* so that data_num_sequences gives 2^30 */
         return 0;
     }
+    /* checked before fopen as well: opening a FIFO would block until someone writes to it */
+    struct stat pre;
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
+        set_err(err, errlen, "data: %s is not a regular file", path);
+        return -1;
+    }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         set_err(err, errlen, "data: cannot open %s: %s", path, strerror(errno));

@@ -163,6 +163,12 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
         set_err(err, errlen, "safetensors: path too long");
         return -1;
     }
+    /* checked before fopen as well: opening a FIFO would block until someone writes to it */
+    struct stat pre;
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
+        set_err(err, errlen, "%s: not a regular file", path);
+        return -1;
+    }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));

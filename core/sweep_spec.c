@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0) return;
@@ -463,6 +464,12 @@ int sweep_spec_parse(const char *text, sweep_spec *s, char *err, size_t errlen) 
 
 int sweep_spec_load(const char *path, sweep_spec *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
+    /* a folder, FIFO or device is not a spec (a FIFO would block fopen, /dev/zero never ends) */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        set_err(err, errlen, "not a regular file");
+        return -1;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         set_err(err, errlen, "cannot open: %s", strerror(errno));

@@ -12,6 +12,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OPENBLAS_NUM_THREADS=1
+# `make test SAN=1`: sanitizer options, suppressions and report collection (tests/san/env.sh)
+if [ "$BUILD" = build-san ]; then . tests/san/env.sh; fi
 pass=0; fail=0; skip=0
 logdir=$BUILD/test-logs; mkdir -p "$logdir"
 tests=()
@@ -31,5 +33,6 @@ for t in "${tests[@]}"; do
   printf '%-28s %4d ok %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" "$(( $(date +%s) - start ))"
   grep -E '^(FAIL|skip) ' "$log" | sed 's/^/    /'
 done
+if [ "$BUILD" = build-san ]; then san_check; fail=$((fail + $?)); fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -633,6 +633,9 @@ static void cpu_malloc_tune(void) {
     static int done;
     if (done) return;
     done = 1;
+#if defined(__SANITIZE_ADDRESS__)
+    return; /* ASan's allocator has no such thresholds and its mallopt refuses everything (SAN=1 builds) */
+#endif
     /* failures only mean the default policy stays: slower, not wrong */
     if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, INT_MAX))
         fprintf(stderr, "ops_cpu: mallopt refused; freed memory may be returned to the OS each step\n");

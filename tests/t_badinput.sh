@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# tests/t_badinput.sh — the rows of the bad-input table (docs/bad-input.md) that no other test covers end
+# to end: each bad input to build/train, build/sweep or build/mkdata must exit with the documented code,
+# print exactly one line on stderr naming the input, and leave no output file behind. Run under
+# `make test SAN=1` the same commands also prove that no bad input crashes under ASan/UBSan.
+# Not: the unit-level parser checks (tests/test_io.c, tests/test_sweep_spec.c) nor the rows already
+# exercised end to end in tests/t_train.sh, t_memory.sh and t_sweep.sh (the table names each).
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+TR=$BUILD/train
+SW=$BUILD/sweep
+MK=$BUILD/mkdata
+PY=/usr/bin/python3
+for f in "$TR" "$SW" "$MK" "$BUILD/data/kjv/train.bin"; do
+  [ -e "$f" ] || { fail badinput_setup "$f missing (make && make data)"; exit 1; }
+done
+T=$(mktemp -d /tmp/t_badinput.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+DATA=$(pwd)/$BUILD/data/kjv/train.bin
+
+# bad NAME CODE PATTERN ARGS...: build/train ARGS --out $T/out.json exits CODE with one stderr line
+# matching PATTERN, and neither out.json nor any temp file of it is left
+bad() {
+  local n=$1 code=$2 pat=$3; shift 3
+  rm -f "$T"/out.json*
+  expect_exit "$n" "$code" "$pat" -- "$TR" --steps 1 --seq-len 16 "$@" --out "$T/out.json"
+  if ls "$T"/out.json* >/dev/null 2>&1; then fail "${n}_no_output" "left $(ls "$T"/out.json*)"; fi
+}
+
+# ---- options ---------------------------------------------------------------------------------------
+bad opt_tp_zero 2 '^train: --tp must be >= 1' --tp 0
+bad opt_tp_negative 2 '^train: --tp must be >= 1' --tp -1
+bad opt_steps_negative 2 '^train: --steps must be >= 0' --steps -1
+bad opt_seq_len_zero 2 '^train: --seq-len must be >= 1' --seq-len 0
+bad opt_lr_negative 2 '^train: --lr, --weight-decay and --grad-clip must be >= 0' --lr -1
+bad opt_lr_nan 2 "^train: option --lr: 'nan' is not a number" --lr nan
+bad opt_lr_inf 2 "^train: option --lr: 'inf' is not a number" --lr inf
+bad opt_batch_zero 2 '^train: --batch-size must be a positive integer' --batch-size 0
+bad opt_batch_too_large 2 '^train: --batch-size must be a positive integer' --batch-size 16777217
+bad opt_int_overflow 2 "^train: option --steps: '99999999999' is not an integer" --steps 99999999999
+bad opt_log_every_zero 2 '^train: --log-every must be >= 1' --log-every 0
+bad opt_world_without_plan 2 '^train: --world is only valid with --plan' --world 4
+bad opt_bf16_on_cpu 2 '^train: --dtype bf16 needs --backend cuda' --dtype bf16
+bad opt_unknown_backend 2 "^train: --backend must be cpu or cuda \(got 'gpu'\)" --backend gpu
+expect_exit sweep_opt_two_specs 2 '^sweep: one spec at a time' -- "$SW" sweeps/smoke.json sweeps/default.json
+expect_exit sweep_opt_out_dir_no_value 2 '^sweep: --out-dir needs a value' -- "$SW" sweeps/smoke.json --out-dir
+expect_exit sweep_opt_no_spec 2 '^sweep: missing SPEC.json' -- "$SW"
+expect_exit mkdata_opt_extra_arg 2 '^mkdata: expected TEXT_FILE OUTDIR' -- "$MK" a b c
+
+# ---- sizes -----------------------------------------------------------------------------------------
+for s in 18446744073709551616 0 1.5 16EiB ' 96MiB' '96 MiB' 0x10MiB 1.0000000000000000001KiB; do
+  bad "size_bad_'$s'" 2 "^train: --mem-budget '$s' is not a size" --mem-budget "$s"
+done
+# a legal size below the model's state: a clean out-of-budget stop, not a parse error (exit 3)
+rm -f "$T/out.json"
+expect_exit size_below_state_exit3 3 '^train: out of memory budget: params asked' -- "$TR" --steps 1 --seq-len 16 --mem-budget 1.3KB
+
+# ---- meshes ----------------------------------------------------------------------------------------
+bad mesh_tp_above_world 2 '^train: --tp 8 does not divide the world size 1' --tp 8
+expect_exit mesh_plan_world_mod_tp 2 '^train: --tp 2 does not divide the world size 3' -- "$TR" --plan --world 3 --tp 2
+expect_exit mesh_plan_heads_mod_tp 2 'does not divide num_attention_heads 8' -- "$TR" --plan --world 3 --tp 3
+
+# ---- HF configs ------------------------------------------------------------------------------------
+# cfg FILE 'PYTHON-DICT-UPDATE': a valid tiny config with some fields replaced (written by python)
+cfg() {
+  "$PY" -c 'import json,sys; d={"vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+"num_attention_heads": 4, "max_position_embeddings": 64}; d.update(eval(sys.argv[2])); open(sys.argv[1],"w").write(json.dumps(d))' "$T/$1" "$2"
+}
+base='"vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64'
+: > "$T/empty.json"; mkdir -p "$T/folder.json"
+cfg huge_vocab.json '{"vocab_size": 2147483647}'
+cfg huge_layers.json '{"num_hidden_layers": 100000}'
+cfg neg.json '{"hidden_size": -64}'
+cfg float.json '{"num_hidden_layers": 1.5}'
+cfg string.json '{"num_hidden_layers": "1"}'
+printf '{%s, "hidden_size": 128}' "$base" > "$T/dup.json"
+cfg mistral.json '{"model_type": "mistral"}'
+cfg tied.json '{"tie_word_embeddings": True}'
+cfg hd.json '{"head_dim": 32}'
+cfg eps.json '{"rms_norm_eps": 0}'
+printf '[{%s}]' "$base" > "$T/array.json"
+printf '{"vocab_size": 256, "hid\xff": 1}' > "$T/latin1.json"
+bad cfg_empty_file 2 "^train: $T/empty.json: invalid config.json" --model "$T/empty.json"
+bad cfg_folder 2 "^train: $T/folder.json: not a regular file" --model "$T/folder.json"
+bad cfg_huge_vocab 2 'vocab_size 2147483647 is larger than meshsweep supports' --model "$T/huge_vocab.json"
+bad cfg_huge_layers 2 'num_hidden_layers 100000 is larger than meshsweep supports' --model "$T/huge_layers.json"
+bad cfg_negative 2 'hidden_size must be a positive integer' --model "$T/neg.json"
+bad cfg_float 2 'num_hidden_layers must be a positive integer' --model "$T/float.json"
+bad cfg_string 2 'num_hidden_layers must be a positive integer' --model "$T/string.json"
+bad cfg_duplicate_key 2 'duplicate' --model "$T/dup.json"
+bad cfg_other_model_type 2 'model_type must be "llama"' --model "$T/mistral.json"
+bad cfg_tied 2 'tied embeddings are not supported' --model "$T/tied.json"
+bad cfg_head_dim 2 'head_dim 32 must equal hidden_size/num_attention_heads' --model "$T/hd.json"
+bad cfg_eps_zero 2 'rms_norm_eps must be a number > 0' --model "$T/eps.json"
+bad cfg_not_object 2 'config must be a JSON object' --model "$T/array.json"
+bad cfg_not_utf8 2 'invalid config.json' --model "$T/latin1.json"
+bad cfg_missing 2 "^train: $T/none.json: invalid config.json: unable to open" --model "$T/none.json"
+bad cfg_newline_in_name 2 "^train: unknown model 'tiny\?x'" --model $'tiny\nx'
+
+# ---- token files -----------------------------------------------------------------------------------
+: > "$T/empty.bin"; mkdir -p "$T/folder.bin"; mkfifo "$T/fifo.bin"
+printf '\x01\x00\x02\x00' > "$T/short.bin"
+bad tok_empty 2 "^train: data: $T/empty.bin is empty" --data "$T/empty.bin"
+bad tok_folder 2 "^train: data: $T/folder.bin is not a regular file" --data "$T/folder.bin"
+bad tok_fifo_no_hang 2 "^train: data: $T/fifo.bin is not a regular file" --data "$T/fifo.bin"
+bad tok_device 2 '^train: data: /dev/zero is not a regular file' --data /dev/zero
+bad tok_shorter_than_seq 2 "^train: data: $T/short.bin has 2 tokens, need at least T\+1 = 17" --data "$T/short.bin"
+bad tok_eval_empty 2 "^train: data: $T/empty.bin is empty" --eval-data "$T/empty.bin"
+
+# ---- safetensors (--init) --------------------------------------------------------------------------
+"$PY" - "$T" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+def raw(name, hdr, data=b"", hlen=None):
+    open(f"{d}/{name}", "wb").write(struct.pack("<Q", len(hdr) if hlen is None else hlen) + hdr + data)
+t = lambda b, e, shape=None: {"dtype": "F32", "shape": shape or [(e - b) // 4], "data_offsets": [b, e]}
+raw("overlap.st", json.dumps({"a": t(0, 16), "b": t(8, 24)}).encode(), b"\0" * 24)
+raw("hdr_past_file.st", b"{}", hlen=1 << 20)
+raw("hdr_absurd.st", b"{}", hlen=(1 << 64) - 1)
+raw("shape_absurd.st", json.dumps({"a": t(0, 16, [1 << 62, 1 << 62])}).encode(), b"\0" * 16)
+raw("offset_absurd.st", json.dumps({"a": t(0, (1 << 63) - 1, [1])}).encode(), b"\0" * 16)
+raw("non_utf8.st", b'{"model.norm.weight\xff": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}', b"\0" * 4)
+raw("dup.st", b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}', b"\0" * 8)
+raw("truncated_hdr.st", b'{"a": {"dtype": "F32"', hlen=100)
+raw("newline_name.st", json.dumps({"bad\nname": t(0, 8, [1])}).encode(), b"\0" * 8)
+PY
+: > "$T/empty.st"
+bad st_overlapping_offsets 2 'tensors a \[0, 16\) and b \[8, 24\) overlap' --init "$T/overlap.st"
+bad st_header_larger_than_file 2 'header length 1048576 is larger than the file' --init "$T/hdr_past_file.st"
+bad st_header_length_absurd 2 'header length 18446744073709551615 is larger than the file' --init "$T/hdr_absurd.st"
+bad st_shape_absurd 2 'shape has too many elements' --init "$T/shape_absurd.st"
+bad st_offset_absurd 2 'past the data section' --init "$T/offset_absurd.st"
+bad st_non_utf8_name 2 'not valid UTF-8 .*tensor names must be UTF-8' --init "$T/non_utf8.st"
+bad st_duplicate_names 2 'duplicate tensor name' --init "$T/dup.st"
+bad st_truncated_header 2 'larger than the file' --init "$T/truncated_hdr.st"
+bad st_empty_file 2 'too short for a safetensors header' --init "$T/empty.st"
+bad st_folder 2 "^train: $T/folder.bin: not a regular file" --init "$T/folder.bin"
+bad st_fifo_no_hang 2 "^train: $T/fifo.bin: not a regular file" --init "$T/fifo.bin"
+bad st_newline_in_name_one_line 2 'tensor bad\?name: data_offsets span 8 bytes' --init "$T/newline_name.st"
+
+# ---- output paths that cannot be written -------------------------------------------------------------
+: > "$T/afile"
+expect_exit out_missing_folder 2 "^train: cannot write $T/no/such/x.json: folder $T/no/such" -- "$TR" --steps 1 --out "$T/no/such/x.json"
+expect_exit out_under_a_file 2 "^train: cannot write $T/afile/x.json" -- "$TR" --steps 1 --out "$T/afile/x.json"
+expect_exit save_missing_folder 2 "^train: cannot write $T/no/a.st" -- "$TR" --steps 1 --save "$T/no/a.st"
+expect_exit sweep_out_dir_under_a_file 1 "^sweep: cannot create $T/afile/smoke" -- "$SW" sweeps/smoke.json --out-dir "$T/afile"
+expect_exit mkdata_out_under_a_file 1 "^mkdata: cannot create directory $T/afile/d" -- "$MK" "$BUILD/data/kjv/kjv.txt" "$T/afile/d"
+check out_nothing_left test -z "$(find "$T" -name '*.tmp*')"
+
+# ---- sweep specs -------------------------------------------------------------------------------------
+spec() { # spec FILE NAME-JSON [EXTRA]
+  printf '{"name": %s, "world": 2, "meshes": ["1x2"], "model": "tiny", "seq_len": 16, "steps": 1, "lr": 0.003,
+           "batch_size": 1, "data": "%s", "timeout_s": 60%s}\n' "$2" "$DATA" "${3:-}" > "$1"
+}
+for case in 'dotdot:".."' 'dot:"."' 'slash:"a/b"' 'abs:"/tmp/x"' 'escape:"../../x"' 'empty:""' 'newline:"a\nb"' 'nul:"a\u0000b"' 'long:"'"$(printf 'x%.0s' $(seq 101))"'"' 'number:7'; do
+  n=${case%%:*}; v=${case#*:}
+  spec "$T/name_$n.json" "$v"
+  pat='^sweep: .*name: '; [ "$n" = nul ] && pat='^sweep: .*invalid JSON.*\\u0000'
+  expect_exit "spec_name_$n" 2 "$pat" -- "$SW" "$T/name_$n.json" --out-dir "$T/res"
+done
+check spec_name_nothing_created test ! -e "$T/res"
+spec "$T/res_dir.json" '"ok"' ', "results_dir": "'"$T"'/afile/r"'
+expect_exit spec_results_dir_unwritable 1 "^sweep: cannot create $T/afile/r/ok" -- "$SW" "$T/res_dir.json"
+: > "$T/empty_spec.json"
+expect_exit spec_empty_file 2 '^sweep: .*spec: invalid JSON' -- "$SW" "$T/empty_spec.json"
+expect_exit spec_folder 2 "^sweep: $T/folder.json: not a regular file" -- "$SW" "$T/folder.json"
+expect_exit spec_fifo_no_hang 2 "^sweep: $T/fifo.bin: not a regular file" -- "$SW" "$T/fifo.bin"
+printf '{"name": "a\0b"}' > "$T/nul_spec.json"
+expect_exit spec_nul_byte 2 '^sweep: .*NUL' -- "$SW" "$T/nul_spec.json"
+spec "$T/world0.json" '"ok"' ', "world": 0'
+expect_exit spec_duplicate_key 2 '^sweep: .*duplicate' -- "$SW" "$T/world0.json"
+spec "$T/timeout_neg.json" '"ok"' '' && sed -i 's/"timeout_s": 60/"timeout_s": -1/' "$T/timeout_neg.json"
+expect_exit spec_timeout_negative 2 '^sweep: .*timeout_s: ' -- "$SW" "$T/timeout_neg.json"
+spec "$T/launcher_bad.json" '"ok"' ', "launcher": "mpirun -np 2"'
+expect_exit spec_launcher_string 2 '^sweep: .*launcher: expected an array of strings' -- "$SW" "$T/launcher_bad.json"
+check spec_errors_nothing_created test ! -e "$T/res"
+
+# ---- the runner launches argv arrays only --------------------------------------------------------------
+# no shell anywhere in the programs: the only exec is sweep_launch's execvpe of an argv array
+shells=$(grep -nE '\b(system|popen|execl|execlp|execle|execv|execve)[[:space:]]*\(|"/bin/sh"|"sh", *"-c"' core/*.c bench/*.c kernels/cpu/*.c)
+execs=$(grep -lE '\bexecvpe[[:space:]]*\(' core/*.c bench/*.c)
+if [ -z "$shells" ] && [ "$execs" = core/sweep_launch.c ]; then ok runner_no_shell_in_code
+else fail runner_no_shell_in_code "shell or other exec calls: $shells $execs"; fi
+# shell syntax in launcher and extra_args elements reaches the programs as data: env sets a variable
+# whose value is the literal text, and train rejects the backtick text as an unexpected argument
+spec "$T/shell.json" '"shell"' ', "launcher": ["env", "MESHSWEEP_X=$(touch '"$T"'/pwned1); touch '"$T"'/pwned2", "mpirun", "-np", "{world}"], "extra_args": ["`touch '"$T"'/pwned3`"]'
+"$SW" "$T/shell.json" --out-dir "$T/shres" > /dev/null 2> "$T/shell.err"; rc=$?
+S=$(ls -d "$T/shres/shell"/*/ 2>/dev/null | head -1)
+if [ $rc -eq 0 ] && [ -n "$S" ] && ! ls "$T"/pwned* >/dev/null 2>&1 \
+   && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["status"]=="failed" else 1)' "$S/runs/1x2.json" \
+   && grep -q 'unexpected argument .*`touch' "$S/runs/1x2.log"; then ok runner_shell_syntax_in_launcher_and_extra_args_is_data
+else fail runner_shell_syntax_in_launcher_and_extra_args_is_data "rc $rc, pwned: $(ls "$T"/pwned* 2>&1 | head -1): $(tail -2 "$T/shell.err" | tr '\n' ' ')"; fi
+exit 0
