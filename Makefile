@@ -85,7 +85,7 @@ sweep: deps
 	$(MAKE) data
 	$(BUILD)/sweep $(SWEEP)
 
-# ---- fuzzing and static analysis (docs/bad-input.md) ------------------------------------------------
+# ---- fuzzing and static analysis (README: "Bad input") ------------------------------------------------
 # Install one tool's Debian package when it is missing (root), else say what to run.
 need_pkg = command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then echo "installing $(2)"; \
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2) >/dev/null 2>&1 || \
@@ -123,6 +123,6 @@ lint:
 	  -- -std=c11 -D_GNU_SOURCE $(LINT_INC)' clang-tidy
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

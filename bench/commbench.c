@@ -337,7 +337,7 @@ int main(int argc, char **argv) {
     float *a = malloc(max_count * sizeof(float)), *b = malloc(max_count * sizeof(float));
     int okm = a && b, okm_all = 0;
     MPI_Allreduce(&okm, &okm_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!okm_all) { say("out of host memory for two %llu-byte buffers per rank", (unsigned long long)max_b); finish(1); }
+    if (!okm_all || !a || !b) { say("out of host memory for two %llu-byte buffers per rank", (unsigned long long)max_b); finish(1); }
     memset(a, 0, max_count * sizeof(float)); memset(b, 0, max_count * sizeof(float));
 
     /* memcpy reference on rank 0 while the others sleep: at the largest message size (what the

@@ -40,7 +40,7 @@ typedef struct opts {
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, ckpt, excluded, log_every;
     long long seed;
     double lr, weight_decay, beta1, beta2, adam_eps, grad_clip, min_lr_ratio, peak_tflops;
-    int help, comm_set;
+    int help, comm_set, world_set;
 } opts;
 
 typedef enum { O_INT, O_LL, O_DBL, O_STR, O_ON, O_OFF } otype;
@@ -249,9 +249,10 @@ static json_t *plan_json(const mem_stats *s) {
 }
 
 /* the run record; on rank 0 only. mem: max over ranks (per category and total) */
-static void write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
-                         const uint64_t *at_peak) {
-    if (!g_rank0 || !R->o.out) return;
+/* returns -1 when the record could not be written (rank 0) */
+static int write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
+                        const uint64_t *at_peak) {
+    if (!g_rank0 || !R->o.out) return 0;
     json_t *j = json_object();
     json_object_set_new(j, "schema", json_string("meshsweep.run/1"));
     json_object_set_new(j, "status", json_string(status));
@@ -306,8 +307,10 @@ static void write_record(run_t *R, const char *status, const char *error, const 
                                             "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
                                             "git", MESHSWEEP_GIT, "date", date));
     char err[512];
-    if (record_write_atomic(R->o.out, j, err, sizeof err)) say("%s", err);
+    int rc = record_write_atomic(R->o.out, j, err, sizeof err);
+    if (rc) say("%s", err);
     json_decref(j);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ plan mode */
@@ -439,14 +442,21 @@ static int save_model(model_t *M, comm_group *tpg, const char *path, char *err, 
      * rank 0; the global rank 0 assembles full HF tensors and writes them. Host memory only. */
     int ntens = 0;
     for (int i = 0; i < M->fsdp.n; i++) ntens += M->units[i].nseg;
-    const char **names = calloc((size_t)ntens, sizeof *names);
-    int *nd = calloc((size_t)ntens, sizeof *nd);
-    int64_t (*shapes)[4] = calloc((size_t)ntens, sizeof *shapes);
-    /* HF order: embedding, layers, final norm, lm_head */
-    int order[4096], no = 0;
+    size_t cap = (size_t)(ntens > 0 ? ntens : 1);
+    const char **names = calloc(cap, sizeof *names);
+    int *nd = calloc(cap, sizeof *nd);
+    int64_t (*shapes)[4] = calloc(cap, sizeof *shapes);
+    int *order = calloc(cap, sizeof *order);
+    if (!names || !nd || !shapes || !order) {
+        free(names); free(nd); free(shapes); free(order);
+        snprintf(err, errlen, "save: out of host memory");
+        return -1;
+    }
+    /* HF order: embedding, layers, final norm, lm_head (entry = unit * 16 + segment) */
+    int no = 0;
     int root = M->L;
     order[no++] = root * 16 + 0;
-    for (int i = 0; i < M->L && no < 4000; i++) for (int k = 0; k < M->units[i].nseg; k++) order[no++] = i * 16 + k;
+    for (int i = 0; i < M->L; i++) for (int k = 0; k < M->units[i].nseg; k++) order[no++] = i * 16 + k;
     order[no++] = root * 16 + 1; order[no++] = root * 16 + 2;
     for (int j = 0; j < no; j++) {
         const fsdp_seg *s = &M->units[order[j] / 16].seg[order[j] % 16];
@@ -458,7 +468,7 @@ static int save_model(model_t *M, comm_group *tpg, const char *path, char *err, 
     if (rank0) w = st_writer_begin(path, no, names, nd, (const int64_t(*)[4])shapes, err, errlen);
     int ok = rank0 ? w != NULL : 1;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) { free(names); free(nd); free(shapes); if (!rank0) snprintf(err, errlen, "save failed on rank 0"); return -1; }
+    if (!ok) { free(names); free(nd); free(shapes); free(order); if (!rank0) snprintf(err, errlen, "save failed on rank 0"); return -1; }
     int cur_unit = -1;
     float *unit = NULL, *tmp = NULL, *seg_all = NULL, *full = NULL;
     for (int j = 0; j < no && rc == 0; j++) {
@@ -499,7 +509,7 @@ static int save_model(model_t *M, comm_group *tpg, const char *path, char *err, 
         else st_writer_abort(w);
     }
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    free(names); free(nd); free(shapes);
+    free(names); free(nd); free(shapes); free(order);
     return rc;
 }
 
@@ -563,6 +573,7 @@ int main(int argc, char **argv) {
     const char *comm_default = o->comm;
     if (parse_args(o, argc, argv)) return 2;
     o->comm_set = o->comm != comm_default;
+    for (int i = 1; i < argc; i++) if (!strncmp(argv[i], "--world", 7)) o->world_set = 1;
     if (o->help) { if (g_rank0) usage(); return 0; }
 
     char err[4096];
@@ -599,12 +610,15 @@ int main(int argc, char **argv) {
         R.B = (int)b;
     }
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
+    if ((int64_t)R.B * R.T > (1 << 26)) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
+                                             R.B, R.T, (long long)R.B * R.T, 1 << 26);
     R.mo = (model_opts){.B = R.B, .T = R.T, .sequence_parallel = o->sp != 0, .prefetch = o->prefetch,
                         .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2};
 
     if (o->plan) {
+        if (o->world_set && o->world < 1) BAD("--world must be >= 1 (got %d)", o->world);
         if (!o->world) o->world = 1;
-        if (o->world < 1) BAD("--world must be >= 1");
+        if (o->world > 65536) BAD("--world %d is more ranks than --plan supports (65536)", o->world);
         if (o->out && record_check_writable(o->out, err, sizeof err)) { say("%s", err); return 2; }
         return do_plan(&R);
     }
@@ -790,7 +804,7 @@ int main(int argc, char **argv) {
 #endif
     max_mem_over_ranks(peaks, &total);
     at_peak_of_max_rank(at);
-    write_record(&R, status, code ? "non-finite loss or gradient norm" : NULL, peaks, total, at);
+    if (write_record(&R, status, code ? "non-finite loss or gradient norm" : NULL, peaks, total, at) && code == 0) code = 1;
     if (code == 0 && o->save) {
         if (save_model(&M, &tpg, o->save, err, sizeof err)) { say("%s", err); code = 1; }
     }

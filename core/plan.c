@@ -39,7 +39,7 @@ int plan_world(const model_config *cfg, int world, int tp, const model_opts *o, 
 static int fits(const model_config *cfg, int world, int tp, const model_opts *o, int B, uint64_t budget,
                 char *err, size_t errlen) {
     model_opts x = *o; x.B = B;
-    mem_stats s; int w;
+    mem_stats s = {0}; int w;
     if (plan_world(cfg, world, tp, &x, budget, &s, &w, err, errlen)) return -1;
     return s.total_peak <= budget;
 }

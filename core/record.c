@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen) {
@@ -46,6 +47,11 @@ json_t *record_comm(const comm_stats *s) {
 }
 
 int record_check_writable(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "cannot write %s: it exists and is not a regular file", path);
+        return -1;
+    }
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     char *dir = dirname(buf);
