@@ -2,6 +2,7 @@
  * parameter counts, and the small strict parsers (sizes, integers, doubles) the programs share.
  * Not the training options (bench/train.c) and not the sweep spec (bench/sweep.c). */
 #include "core/config.h"
+#include "core/errmsg.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -38,22 +39,6 @@ const char *const config_presets[] = {"tiny", "small", "llama3.2-1b", "llama3.2-
 _Static_assert(sizeof config_presets / sizeof config_presets[0] == sizeof presets / sizeof presets[0] + 1,
                "config_presets must list every preset");
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* An error message is one line: control characters a caller passed in (a model name, a path, a key
- * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
-static void one_line(char *err, size_t errlen) {
-    if (!err || errlen == 0) return;
-    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-}
-
 static void defaults(model_config *c) {
     memset(c, 0, sizeof *c);
     c->rms_norm_eps = 1e-5;
@@ -77,28 +62,28 @@ int config_validate(const model_config *c, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         if (pos[i].v <= 0) {
-            set_err(err, errlen, "%s must be positive (got %d)", pos[i].name, pos[i].v);
+            errmsg_set(err, errlen, "%s must be positive (got %d)", pos[i].name, pos[i].v);
             return -1;
         }
         if (pos[i].v > pos[i].max) {
-            set_err(err, errlen, "%s %d is larger than meshsweep supports (at most %d)", pos[i].name, pos[i].v,
+            errmsg_set(err, errlen, "%s %d is larger than meshsweep supports (at most %d)", pos[i].name, pos[i].v,
                     pos[i].max);
             return -1;
         }
     }
     if (c->hidden_size % c->num_attention_heads != 0) {
-        set_err(err, errlen, "hidden_size %d is not divisible by num_attention_heads %d", c->hidden_size,
+        errmsg_set(err, errlen, "hidden_size %d is not divisible by num_attention_heads %d", c->hidden_size,
                 c->num_attention_heads);
         return -1;
     }
     if (c->num_attention_heads % c->num_key_value_heads != 0) {
-        set_err(err, errlen, "num_attention_heads %d is not divisible by num_key_value_heads %d",
+        errmsg_set(err, errlen, "num_attention_heads %d is not divisible by num_key_value_heads %d",
                 c->num_attention_heads, c->num_key_value_heads);
         return -1;
     }
     int hd = c->hidden_size / c->num_attention_heads;
     if (hd % 2 != 0) { /* RoPE rotates pairs (rotate_half) */
-        set_err(err, errlen, "head dim hidden_size/num_attention_heads = %d must be even (RoPE)", hd);
+        errmsg_set(err, errlen, "head dim hidden_size/num_attention_heads = %d must be even (RoPE)", hd);
         return -1;
     }
     const struct { const char *name; double v; } fpos[] = {
@@ -108,11 +93,11 @@ int config_validate(const model_config *c, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof fpos / sizeof fpos[0]; i++)
         if (!(isfinite(fpos[i].v) && fpos[i].v > 0)) {
-            set_err(err, errlen, "%s must be a finite number > 0 (got %g)", fpos[i].name, fpos[i].v);
+            errmsg_set(err, errlen, "%s must be a finite number > 0 (got %g)", fpos[i].name, fpos[i].v);
             return -1;
         }
     if (c->tie_word_embeddings) {
-        set_err(err, errlen, "tie_word_embeddings: tied embeddings are not supported (meshsweep trains untied)");
+        errmsg_set(err, errlen, "tie_word_embeddings: tied embeddings are not supported (meshsweep trains untied)");
         return -1;
     }
     return 0;
@@ -126,13 +111,13 @@ static int json_pos_int(const char *file, json_t *root, const char *key, int req
     json_t *v = json_object_get(root, key);
     if (!v || (json_is_null(v) && !required)) {
         if (required) {
-            set_err(err, errlen, "%s: missing required field %s", file, key);
+            errmsg_set(err, errlen, "%s: missing required field %s", file, key);
             return -1;
         }
         return 0;
     }
     if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX) {
-        set_err(err, errlen, "%s: %s must be a positive integer", file, key);
+        errmsg_set(err, errlen, "%s: %s must be a positive integer", file, key);
         return -1;
     }
     *out = (int)json_integer_value(v);
@@ -143,7 +128,7 @@ static int json_pos_num(const char *file, json_t *root, const char *key, double 
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) {
-        set_err(err, errlen, "%s: %s must be a number > 0", file, key);
+        errmsg_set(err, errlen, "%s: %s must be a number > 0", file, key);
         return -1;
     }
     *out = json_number_value(v);
@@ -155,25 +140,25 @@ static int load_hf_config(model_config *c, const char *path, char *err, size_t e
     /* a folder, FIFO or device is not a config: reading one would fail obscurely, block or never end */
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file (expected an HF config.json)", path);
+        errmsg_set(err, errlen, "%s: not a regular file (expected an HF config.json)", path);
         return -1;
     }
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         /* jansson's text says "unable to open ..." for a missing file and the syntax error otherwise */
-        set_err(err, errlen, "%s: invalid config.json: %s (line %d, column %d)", path, jerr.text, jerr.line,
+        errmsg_set(err, errlen, "%s: invalid config.json: %s (line %d, column %d)", path, jerr.text, jerr.line,
                 jerr.column);
         return -1;
     }
     int rc = -1;
     if (!json_is_object(root)) {
-        set_err(err, errlen, "%s: config must be a JSON object", path);
+        errmsg_set(err, errlen, "%s: config must be a JSON object", path);
         goto out;
     }
     json_t *mt = json_object_get(root, "model_type");
     if (mt && !(json_is_string(mt) && strcmp(json_string_value(mt), "llama") == 0)) {
-        set_err(err, errlen, "%s: model_type must be \"llama\" (got %s)", path,
+        errmsg_set(err, errlen, "%s: model_type must be \"llama\" (got %s)", path,
                 json_is_string(mt) ? json_string_value(mt) : "a non-string");
         goto out;
     }
@@ -198,24 +183,24 @@ static int load_hf_config(model_config *c, const char *path, char *err, size_t e
     json_t *tie = json_object_get(root, "tie_word_embeddings");
     if (tie && !json_is_null(tie)) {
         if (!json_is_boolean(tie)) {
-            set_err(err, errlen, "%s: tie_word_embeddings must be true or false", path);
+            errmsg_set(err, errlen, "%s: tie_word_embeddings must be true or false", path);
             goto out;
         }
         if (json_is_true(tie)) {
-            set_err(err, errlen, "%s: tie_word_embeddings: tied embeddings are not supported", path);
+            errmsg_set(err, errlen, "%s: tie_word_embeddings: tied embeddings are not supported", path);
             goto out;
         }
     }
     /* head_dim is a free parameter in HF; meshsweep derives hd = d/H, so it must agree. */
     if (has_hd > 0 && (c->hidden_size % c->num_attention_heads != 0 ||
                        head_dim != c->hidden_size / c->num_attention_heads)) {
-        set_err(err, errlen, "%s: head_dim %d must equal hidden_size/num_attention_heads (%d/%d)", path, head_dim,
+        errmsg_set(err, errlen, "%s: head_dim %d must equal hidden_size/num_attention_heads (%d/%d)", path, head_dim,
                 c->hidden_size, c->num_attention_heads);
         goto out;
     }
     char verr[256];
     if (config_validate(c, verr, sizeof verr) < 0) {
-        set_err(err, errlen, "%s: %s", path, verr);
+        errmsg_set(err, errlen, "%s: %s", path, verr);
         goto out;
     }
     const char *base = strrchr(path, '/');
@@ -229,7 +214,7 @@ out:
 
 static int resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
     if (!name_or_path || !*name_or_path) {
-        set_err(err, errlen, "model: empty name (presets: tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b, or a "
+        errmsg_set(err, errlen, "model: empty name (presets: tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b, or a "
                              "path to an HF config.json)");
         return -1;
     }
@@ -256,13 +241,13 @@ static int resolve(model_config *c, const char *name_or_path, char *err, size_t 
         strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
         strncat(list, config_presets[i], sizeof list - strlen(list) - 1);
     }
-    set_err(err, errlen, "unknown model '%s' (presets: %s; or a path to an HF config.json)", name_or_path, list);
+    errmsg_set(err, errlen, "unknown model '%s' (presets: %s; or a path to an HF config.json)", name_or_path, list);
     return -1;
 }
 
 int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
     int rc = resolve(c, name_or_path, err, errlen);
-    if (rc != 0) one_line(err, errlen);
+    if (rc != 0) errmsg_one_line(err, errlen);
     return rc;
 }
 

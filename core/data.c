@@ -3,6 +3,7 @@
  * The whole file lives in host memory: it is the host-side loader, not engine (device) memory.
  * Not: tokenisation (bench/mkdata.c writes the files), shuffling, prefetch threads. */
 #include "core/data.h"
+#include "core/errmsg.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -16,22 +17,6 @@
 #endif
 
 #define DATA_SYNTHETIC_SEQUENCES ((int64_t)1 << 30)
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* An error message is one line: control characters a caller passed in (a model name, a path, a key
- * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
-static void one_line(char *err, size_t errlen) {
-    if (!err || errlen == 0) return;
-    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-}
 
 /* splitmix64 finaliser */
 static uint64_t mix64(uint64_t z) {
@@ -51,15 +36,15 @@ static int32_t synthetic_token(uint64_t seed, uint64_t idx, int V) {
 static int open_tokens(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     if (!path || !*path) {
-        set_err(err, errlen, "data: empty path");
+        errmsg_set(err, errlen, "data: empty path");
         return -1;
     }
     if (vocab_size <= 0 || T <= 0) {
-        set_err(err, errlen, "data: %s: vocab_size %d and sequence length %d must be positive", path, vocab_size, T);
+        errmsg_set(err, errlen, "data: %s: vocab_size %d and sequence length %d must be positive", path, vocab_size, T);
         return -1;
     }
     if (snprintf(d->path, sizeof d->path, "%s", path) >= (int)sizeof d->path) {
-        set_err(err, errlen, "data: path too long");
+        errmsg_set(err, errlen, "data: path too long");
         return -1;
     }
     d->vocab_size = vocab_size;
@@ -72,66 +57,66 @@ static int open_tokens(data_file *d, const char *path, int vocab_size, int T, ui
     /* checked before fopen as well: opening a FIFO would block until someone writes to it */
     struct stat pre;
     if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
-        set_err(err, errlen, "data: %s is not a regular file", path);
+        errmsg_set(err, errlen, "data: %s is not a regular file", path);
         return -1;
     }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        set_err(err, errlen, "data: cannot open %s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "data: cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
-        set_err(err, errlen, "data: cannot stat %s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "data: cannot stat %s: %s", path, strerror(errno));
         fclose(fp);
         return -1;
     }
     if (!S_ISREG(sb.st_mode)) {
-        set_err(err, errlen, "data: %s is not a regular file", path);
+        errmsg_set(err, errlen, "data: %s is not a regular file", path);
         fclose(fp);
         return -1;
     }
     uint64_t bytes = (uint64_t)sb.st_size;
     if (bytes == 0) {
-        set_err(err, errlen, "data: %s is empty", path);
+        errmsg_set(err, errlen, "data: %s is empty", path);
         fclose(fp);
         return -1;
     }
     if (bytes % 2) {
-        set_err(err, errlen, "data: %s has odd length %llu bytes (uint16 tokens expected)", path,
+        errmsg_set(err, errlen, "data: %s has odd length %llu bytes (uint16 tokens expected)", path,
                 (unsigned long long)bytes);
         fclose(fp);
         return -1;
     }
     int64_t n = (int64_t)(bytes / 2);
     if (n < (int64_t)T + 1) {
-        set_err(err, errlen, "data: %s has %lld tokens, need at least T+1 = %lld", path, (long long)n,
+        errmsg_set(err, errlen, "data: %s has %lld tokens, need at least T+1 = %lld", path, (long long)n,
                 (long long)T + 1);
         fclose(fp);
         return -1;
     }
     uint16_t *tok = malloc((size_t)bytes);
     if (!tok) {
-        set_err(err, errlen, "data: %s: out of host memory for %llu bytes", path, (unsigned long long)bytes);
+        errmsg_set(err, errlen, "data: %s: out of host memory for %llu bytes", path, (unsigned long long)bytes);
         fclose(fp);
         return -1;
     }
     size_t got = fread(tok, 2, (size_t)n, fp);
     if (got != (size_t)n) {
-        set_err(err, errlen, "data: cannot read %s: %s", path,
+        errmsg_set(err, errlen, "data: cannot read %s: %s", path,
                 ferror(fp) ? strerror(errno) : "file shorter than its size");
         free(tok);
         fclose(fp);
         return -1;
     }
     if (fclose(fp) != 0) {
-        set_err(err, errlen, "data: cannot close %s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "data: cannot close %s: %s", path, strerror(errno));
         free(tok);
         return -1;
     }
     for (int64_t i = 0; i < n; i++)
         if (tok[i] >= vocab_size) {
-            set_err(err, errlen, "data: %s token %u at index %lld >= vocab_size %d", path, (unsigned)tok[i],
+            errmsg_set(err, errlen, "data: %s token %u at index %lld >= vocab_size %d", path, (unsigned)tok[i],
                     (long long)i, vocab_size);
             free(tok);
             return -1;
@@ -143,7 +128,7 @@ static int open_tokens(data_file *d, const char *path, int vocab_size, int T, ui
 
 int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
     int rc = open_tokens(d, path, vocab_size, T, seed, err, errlen);
-    if (rc != 0) one_line(err, errlen);
+    if (rc != 0) errmsg_one_line(err, errlen);
     return rc;
 }
 

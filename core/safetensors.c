@@ -4,6 +4,7 @@
  * The writer streams fp32 data into "<path>.tmp.<pid>" and renames it into place on success.
  * Not: F16/integer dtypes, big-endian hosts, tensors of more than 4 dimensions. */
 #include "core/safetensors.h"
+#include "core/errmsg.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -20,22 +21,6 @@
 #endif
 
 #define ST_MAX_HEADER_BYTES (100ull << 20) /* same bound as the reference implementation */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* An error message is one line: control characters a caller passed in (a model name, a path, a key
- * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
-static void one_line(char *err, size_t errlen) {
-    if (!err || errlen == 0) return;
-    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-}
 
 static size_t dtype_size(st_dtype d) { return d == ST_BF16 ? 2 : 4; }
 
@@ -87,29 +72,29 @@ static int cmp_begin(const void *a, const void *b) {
 static int parse_entry(const char *path, const char *name, json_t *v, uint64_t data_bytes, st_tensor *t, char *err,
                        size_t errlen) {
     if (!json_is_object(v)) {
-        set_err(err, errlen, "%s: tensor %s: entry must be an object with dtype, shape, data_offsets", path, name);
+        errmsg_set(err, errlen, "%s: tensor %s: entry must be an object with dtype, shape, data_offsets", path, name);
         return -1;
     }
     json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
            *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt)) {
-        set_err(err, errlen, "%s: tensor %s: missing or non-string dtype", path, name);
+        errmsg_set(err, errlen, "%s: tensor %s: missing or non-string dtype", path, name);
         return -1;
     }
     if (strcmp(json_string_value(dt), "F32") == 0) t->dtype = ST_F32;
     else if (strcmp(json_string_value(dt), "BF16") == 0) t->dtype = ST_BF16;
     else {
-        set_err(err, errlen, "%s: unsupported dtype %s for tensor %s (F32 and BF16 are supported)", path,
+        errmsg_set(err, errlen, "%s: unsupported dtype %s for tensor %s (F32 and BF16 are supported)", path,
                 json_string_value(dt), name);
         return -1;
     }
     if (!json_is_array(sh)) {
-        set_err(err, errlen, "%s: tensor %s: missing or non-array shape", path, name);
+        errmsg_set(err, errlen, "%s: tensor %s: missing or non-array shape", path, name);
         return -1;
     }
     size_t nd = json_array_size(sh);
     if (nd > 4) {
-        set_err(err, errlen, "%s: tensor %s: %zu dimensions, at most 4 supported", path, name, nd);
+        errmsg_set(err, errlen, "%s: tensor %s: %zu dimensions, at most 4 supported", path, name, nd);
         return -1;
     }
     t->ndim = (int)nd;
@@ -118,13 +103,13 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
     for (size_t k = 0; k < nd; k++) {
         json_t *e = json_array_get(sh, k);
         if (!json_is_integer(e) || json_integer_value(e) < 0) {
-            set_err(err, errlen, "%s: tensor %s: shape[%zu] must be a non-negative integer", path, name, k);
+            errmsg_set(err, errlen, "%s: tensor %s: shape[%zu] must be a non-negative integer", path, name, k);
             return -1;
         }
         t->shape[k] = json_integer_value(e);
         uint64_t dim = (uint64_t)t->shape[k];
         if (dim > numel_max || (dim != 0 && numel > numel_max / dim)) {
-            set_err(err, errlen, "%s: tensor %s: shape has too many elements (overflow)", path, name);
+            errmsg_set(err, errlen, "%s: tensor %s: shape has too many elements (overflow)", path, name);
             return -1;
         }
         numel *= dim;
@@ -133,24 +118,24 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
     if (!json_is_array(off) || json_array_size(off) != 2 || !json_is_integer(json_array_get(off, 0)) ||
         !json_is_integer(json_array_get(off, 1)) || json_integer_value(json_array_get(off, 0)) < 0 ||
         json_integer_value(json_array_get(off, 1)) < 0) {
-        set_err(err, errlen, "%s: tensor %s: data_offsets must be two non-negative integers [begin, end]", path,
+        errmsg_set(err, errlen, "%s: tensor %s: data_offsets must be two non-negative integers [begin, end]", path,
                 name);
         return -1;
     }
     t->begin = (uint64_t)json_integer_value(json_array_get(off, 0));
     t->end = (uint64_t)json_integer_value(json_array_get(off, 1));
     if (t->begin > t->end) {
-        set_err(err, errlen, "%s: tensor %s: data_offsets begin %llu > end %llu", path, name,
+        errmsg_set(err, errlen, "%s: tensor %s: data_offsets begin %llu > end %llu", path, name,
                 (unsigned long long)t->begin, (unsigned long long)t->end);
         return -1;
     }
     if (t->end > data_bytes) {
-        set_err(err, errlen, "%s: tensor %s: data_offsets end %llu is past the data section (%llu bytes; file "
+        errmsg_set(err, errlen, "%s: tensor %s: data_offsets end %llu is past the data section (%llu bytes; file "
                              "truncated?)", path, name, (unsigned long long)t->end, (unsigned long long)data_bytes);
         return -1;
     }
     if (t->end - t->begin != nbytes) {
-        set_err(err, errlen, "%s: tensor %s: data_offsets span %llu bytes but shape and dtype need %llu", path, name,
+        errmsg_set(err, errlen, "%s: tensor %s: data_offsets span %llu bytes but shape and dtype need %llu", path, name,
                 (unsigned long long)(t->end - t->begin), (unsigned long long)nbytes);
         return -1;
     }
@@ -160,18 +145,18 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
 static int open_validate(st_file *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path) {
-        set_err(err, errlen, "safetensors: path too long");
+        errmsg_set(err, errlen, "safetensors: path too long");
         return -1;
     }
     /* checked before fopen as well: opening a FIFO would block until someone writes to it */
     struct stat pre;
     if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        errmsg_set(err, errlen, "%s: not a regular file", path);
         return -1;
     }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     f->fp = fp;
@@ -179,46 +164,46 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
     json_t *root = NULL;
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
-        set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(sb.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        errmsg_set(err, errlen, "%s: not a regular file", path);
         goto fail;
     }
     f->file_bytes = (uint64_t)sb.st_size;
     if (f->file_bytes < 8) {
-        set_err(err, errlen, "%s: file is %llu bytes, too short for a safetensors header (8-byte length first)",
+        errmsg_set(err, errlen, "%s: file is %llu bytes, too short for a safetensors header (8-byte length first)",
                 path, (unsigned long long)f->file_bytes);
         goto fail;
     }
     unsigned char lenb[8];
     if (fread(lenb, 1, 8, fp) != 8) {
-        set_err(err, errlen, "%s: cannot read header length: %s", path, ferror(fp) ? strerror(errno) : "short read");
+        errmsg_set(err, errlen, "%s: cannot read header length: %s", path, ferror(fp) ? strerror(errno) : "short read");
         goto fail;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
     if (hlen > f->file_bytes - 8) {
-        set_err(err, errlen, "%s: header length %llu is larger than the file (%llu bytes after the length)", path,
+        errmsg_set(err, errlen, "%s: header length %llu is larger than the file (%llu bytes after the length)", path,
                 (unsigned long long)hlen, (unsigned long long)(f->file_bytes - 8));
         goto fail;
     }
     if (hlen > ST_MAX_HEADER_BYTES) {
-        set_err(err, errlen, "%s: header length %llu exceeds the 100 MiB limit", path, (unsigned long long)hlen);
+        errmsg_set(err, errlen, "%s: header length %llu exceeds the 100 MiB limit", path, (unsigned long long)hlen);
         goto fail;
     }
     if (hlen < 2) {
-        set_err(err, errlen, "%s: header of %llu bytes cannot be a JSON object", path, (unsigned long long)hlen);
+        errmsg_set(err, errlen, "%s: header of %llu bytes cannot be a JSON object", path, (unsigned long long)hlen);
         goto fail;
     }
     hdr = malloc(hlen);
     if (!hdr) {
-        set_err(err, errlen, "%s: out of host memory for a %llu-byte header", path, (unsigned long long)hlen);
+        errmsg_set(err, errlen, "%s: out of host memory for a %llu-byte header", path, (unsigned long long)hlen);
         goto fail;
     }
     if (fread(hdr, 1, hlen, fp) != hlen) {
-        set_err(err, errlen, "%s: cannot read header: %s", path, ferror(fp) ? strerror(errno) : "short read");
+        errmsg_set(err, errlen, "%s: cannot read header: %s", path, ferror(fp) ? strerror(errno) : "short read");
         goto fail;
     }
     f->data_start = 8 + hlen;
@@ -233,7 +218,7 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
         for (long long i = q; i < bad && m < (int)sizeof ctx - 1; i++)
             ctx[m++] = (hdr[i] >= 0x20 && hdr[i] < 0x7f) ? hdr[i] : '?';
         ctx[m] = 0;
-        set_err(err, errlen, "%s: header is not valid UTF-8 at byte %lld (byte 0x%02x after \"%s\"): tensor names "
+        errmsg_set(err, errlen, "%s: header is not valid UTF-8 at byte %lld (byte 0x%02x after \"%s\"): tensor names "
                              "must be UTF-8", path, bad, (unsigned char)hdr[bad], ctx);
         goto fail;
     }
@@ -241,19 +226,19 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
     root = json_loadb(hdr, hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         if (strstr(jerr.text, "duplicate"))
-            set_err(err, errlen, "%s: duplicate tensor name in header: %s", path, jerr.text);
+            errmsg_set(err, errlen, "%s: duplicate tensor name in header: %s", path, jerr.text);
         else
-            set_err(err, errlen, "%s: header is not valid JSON: %s (at byte %d)", path, jerr.text, jerr.position);
+            errmsg_set(err, errlen, "%s: header is not valid JSON: %s (at byte %d)", path, jerr.text, jerr.position);
         goto fail;
     }
     if (!json_is_object(root)) {
-        set_err(err, errlen, "%s: header must be a JSON object", path);
+        errmsg_set(err, errlen, "%s: header must be a JSON object", path);
         goto fail;
     }
     size_t cap = json_object_size(root);
     f->t = calloc(cap ? cap : 1, sizeof *f->t);
     if (!f->t) {
-        set_err(err, errlen, "%s: out of host memory for %zu tensor entries", path, cap);
+        errmsg_set(err, errlen, "%s: out of host memory for %zu tensor entries", path, cap);
         goto fail;
     }
     const char *key;
@@ -264,23 +249,23 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
             const char *mk;
             json_t *mv;
             if (!json_is_object(val)) {
-                set_err(err, errlen, "%s: __metadata__ must be an object of strings", path);
+                errmsg_set(err, errlen, "%s: __metadata__ must be an object of strings", path);
                 goto fail;
             }
             json_object_foreach(val, mk, mv) if (!json_is_string(mv)) {
-                set_err(err, errlen, "%s: __metadata__ value of %s must be a string", path, mk);
+                errmsg_set(err, errlen, "%s: __metadata__ value of %s must be a string", path, mk);
                 goto fail;
             }
             continue;
         }
         if (!*key) {
-            set_err(err, errlen, "%s: tensor with an empty name", path);
+            errmsg_set(err, errlen, "%s: tensor with an empty name", path);
             goto fail;
         }
         st_tensor *t = &f->t[f->n];
         t->name = strdup(key);
         if (!t->name) {
-            set_err(err, errlen, "%s: out of host memory", path);
+            errmsg_set(err, errlen, "%s: out of host memory", path);
             goto fail;
         }
         f->n++;
@@ -290,7 +275,7 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
         /* overlap check on the byte ranges, sorted by begin; empty tensors overlap nothing */
         const st_tensor **ord = malloc((size_t)f->n * sizeof *ord);
         if (!ord) {
-            set_err(err, errlen, "%s: out of host memory", path);
+            errmsg_set(err, errlen, "%s: out of host memory", path);
             goto fail;
         }
         for (int i = 0; i < f->n; i++) ord[i] = &f->t[i];
@@ -300,7 +285,7 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
             const st_tensor *t = ord[i];
             if (t->begin == t->end) continue;
             if (prev && t->begin < prev->end) {
-                set_err(err, errlen, "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) overlap", path, prev->name,
+                errmsg_set(err, errlen, "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) overlap", path, prev->name,
                         (unsigned long long)prev->begin, (unsigned long long)prev->end, t->name,
                         (unsigned long long)t->begin, (unsigned long long)t->end);
                 free(ord);
@@ -322,7 +307,7 @@ fail:
 
 int st_open(st_file *f, const char *path, char *err, size_t errlen) {
     int rc = open_validate(f, path, err, errlen);
-    if (rc != 0) one_line(err, errlen);
+    if (rc != 0) errmsg_one_line(err, errlen);
     return rc;
 }
 
@@ -360,7 +345,7 @@ int st_read_f32(const st_file *f, const st_tensor *t, int64_t first, int64_t cou
                 size_t errlen) {
     int64_t numel = numel_of(t);
     if (first < 0 || count < 0 || first > numel || count > numel - first) {
-        set_err(err, errlen, "%s: tensor %s: element range [%lld, +%lld) outside its %lld elements", f->path,
+        errmsg_set(err, errlen, "%s: tensor %s: element range [%lld, +%lld) outside its %lld elements", f->path,
                 t->name, (long long)first, (long long)count, (long long)numel);
         return -1;
     }
@@ -386,7 +371,7 @@ int st_read_f32(const st_file *f, const st_tensor *t, int64_t first, int64_t cou
     }
     return 0;
 ioerr:
-    set_err(err, errlen, "%s: tensor %s: read failed: %s", f->path, t->name, strerror(errno));
+    errmsg_set(err, errlen, "%s: tensor %s: read failed: %s", f->path, t->name, strerror(errno));
     return -1;
 }
 
@@ -411,7 +396,7 @@ static void writer_discard(st_writer *w) {
 st_writer *st_writer_begin(const char *path, int n, const char *const *names, const int *ndims,
                            const int64_t (*shapes)[4], char *err, size_t errlen) {
     if (n < 0) {
-        set_err(err, errlen, "%s: negative tensor count", path);
+        errmsg_set(err, errlen, "%s: negative tensor count", path);
         return NULL;
     }
     st_writer *w = calloc(1, sizeof *w);
@@ -420,11 +405,11 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
     char *js = NULL;
     if (!w || !root || !meta || json_object_set_new(meta, "format", json_string("pt")) ||
         json_object_set(root, "__metadata__", meta)) {
-        set_err(err, errlen, "%s: out of host memory", path);
+        errmsg_set(err, errlen, "%s: out of host memory", path);
         goto fail;
     }
     if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path) {
-        set_err(err, errlen, "safetensors: path too long");
+        errmsg_set(err, errlen, "safetensors: path too long");
         goto fail;
     }
     uint64_t off = 0;
@@ -432,15 +417,15 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
         const char *name = names[i];
         if (!name || !*name || strcmp(name, "__metadata__") == 0 ||
             utf8_invalid_at((const unsigned char *)name, strlen(name)) >= 0) {
-            set_err(err, errlen, "%s: tensor %d: invalid name", path, i);
+            errmsg_set(err, errlen, "%s: tensor %d: invalid name", path, i);
             goto fail;
         }
         if (json_object_get(root, name)) {
-            set_err(err, errlen, "%s: tensor %s declared twice", path, name);
+            errmsg_set(err, errlen, "%s: tensor %s declared twice", path, name);
             goto fail;
         }
         if (ndims[i] < 0 || ndims[i] > 4) {
-            set_err(err, errlen, "%s: tensor %s: ndim %d outside 0..4", path, name, ndims[i]);
+            errmsg_set(err, errlen, "%s: tensor %s: ndim %d outside 0..4", path, name, ndims[i]);
             goto fail;
         }
         uint64_t numel = 1;
@@ -449,7 +434,7 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
         json_t *offs = json_array();
         if (!shape || !ent || !offs) {
             json_decref(shape), json_decref(ent), json_decref(offs);
-            set_err(err, errlen, "%s: out of host memory", path);
+            errmsg_set(err, errlen, "%s: out of host memory", path);
             goto fail;
         }
         int bad = 0;
@@ -462,7 +447,7 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
         uint64_t nbytes = numel * 4;
         if (bad || off + nbytes > (uint64_t)INT64_MAX) {
             json_decref(shape), json_decref(ent), json_decref(offs);
-            set_err(err, errlen, "%s: tensor %s: invalid or too large shape", path, name);
+            errmsg_set(err, errlen, "%s: tensor %s: invalid or too large shape", path, name);
             goto fail;
         }
         uint64_t end = off + nbytes; /* <= INT64_MAX: checked above */
@@ -471,14 +456,14 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
         off = end;
         if (json_object_set_new(ent, "dtype", json_string("F32")) || json_object_set_new(ent, "shape", shape) ||
             json_object_set_new(ent, "data_offsets", offs) || json_object_set_new(root, name, ent)) {
-            set_err(err, errlen, "%s: out of host memory", path);
+            errmsg_set(err, errlen, "%s: out of host memory", path);
             goto fail;
         }
     }
     w->expect_bytes = off;
     js = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!js) {
-        set_err(err, errlen, "%s: cannot encode the header", path);
+        errmsg_set(err, errlen, "%s: cannot encode the header", path);
         goto fail;
     }
     size_t jl = strlen(js);
@@ -486,7 +471,7 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
     w->fp = fopen(w->tmp, "wb");
     if (!w->fp) {
-        set_err(err, errlen, "%s: cannot create %s: %s", path, w->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot create %s: %s", path, w->tmp, strerror(errno));
         w->tmp[0] = 0;
         goto fail;
     }
@@ -495,7 +480,7 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
     int ok = fwrite(lenb, 1, 8, w->fp) == 8 && fwrite(js, 1, jl, w->fp) == jl;
     for (size_t i = jl; ok && i < padded; i++) ok = fputc(' ', w->fp) != EOF;
     if (!ok) {
-        set_err(err, errlen, "%s: cannot write the header: %s", w->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot write the header: %s", w->tmp, strerror(errno));
         goto fail;
     }
     free(js);
@@ -513,16 +498,16 @@ fail:
 
 int st_writer_put(st_writer *w, const float *data, int64_t count, char *err, size_t errlen) {
     if (w->failed) {
-        set_err(err, errlen, "%s: writer already failed", w->path);
+        errmsg_set(err, errlen, "%s: writer already failed", w->path);
         return -1;
     }
     if (count < 0 || (uint64_t)count * 4 > w->expect_bytes - w->put_bytes) {
-        set_err(err, errlen, "%s: %lld more elements than the declared tensors hold", w->path, (long long)count);
+        errmsg_set(err, errlen, "%s: %lld more elements than the declared tensors hold", w->path, (long long)count);
         writer_discard(w);
         return -1;
     }
     if (count && fwrite(data, 4, (size_t)count, w->fp) != (size_t)count) {
-        set_err(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
         writer_discard(w);
         return -1;
     }
@@ -534,11 +519,11 @@ int st_writer_put(st_writer *w, const float *data, int64_t count, char *err, siz
 int st_writer_finish(st_writer *w, char *err, size_t errlen) {
     int rc = -1;
     if (w->failed) {
-        set_err(err, errlen, "%s: writer already failed; nothing written", w->path);
+        errmsg_set(err, errlen, "%s: writer already failed; nothing written", w->path);
         goto out;
     }
     if (w->put_bytes != w->expect_bytes) {
-        set_err(err, errlen, "%s: %llu bytes of tensor data written, %llu declared", w->path,
+        errmsg_set(err, errlen, "%s: %llu bytes of tensor data written, %llu declared", w->path,
                 (unsigned long long)w->put_bytes, (unsigned long long)w->expect_bytes);
         goto out;
     }
@@ -548,11 +533,11 @@ int st_writer_finish(st_writer *w, char *err, size_t errlen) {
     int e = errno;
     if (fclose(fp) != 0 && flush_ok) flush_ok = 0, e = errno;
     if (!flush_ok) {
-        set_err(err, errlen, "%s: cannot flush %s: %s", w->path, w->tmp, strerror(e));
+        errmsg_set(err, errlen, "%s: cannot flush %s: %s", w->path, w->tmp, strerror(e));
         goto out;
     }
     if (rename(w->tmp, w->path) != 0) {
-        set_err(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
         goto out;
     }
     w->tmp[0] = 0;

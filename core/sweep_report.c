@@ -3,6 +3,7 @@
  * from plots/) and report.md. Every file goes through sweep_write_atomic, so an interrupted sweep
  * never leaves half a file. Not the runs (bench/sweep.c), not the chart styling (the plots/ templates). */
 #include "core/sweep_report.h"
+#include "core/errmsg.h"
 
 #include "core/sweep_launch.h"
 
@@ -19,14 +20,6 @@
 const char *const sweep_mem_categories[SWEEP_N_MEM_CATEGORIES] = {
     "params", "grads", "optimizer", "gathered", "activations", "workspace", "comm",
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- a growable text buffer: files are built in memory, then written atomically ---------------- */
 
@@ -69,10 +62,10 @@ static int sb_write(sbuf *b, const char *dir, const char *name, char *err, size_
     snprintf(path, sizeof path, "%s/%s", dir, name);
     int rc = 0;
     if (b->oom) {
-        set_err(err, el, "%s: out of memory", path);
+        errmsg_set(err, el, "%s: out of memory", path);
         rc = -1;
     } else if (sweep_write_atomic(path, b->p ? b->p : "", b->len) != 0) {
-        set_err(err, el, "cannot write %s: %s", path, strerror(errno));
+        errmsg_set(err, el, "cannot write %s: %s", path, strerror(errno));
         rc = -1;
     }
     free(b->p);
@@ -171,7 +164,7 @@ int sweep_write_summary_json(const sweep_report_ctx *c, char *err, size_t el) {
     json_t *root = json_object();
     json_t *meshes = json_array();
     if (!root || !meshes) {
-        set_err(err, el, "summary.json: out of memory");
+        errmsg_set(err, el, "summary.json: out of memory");
         json_decref(root), json_decref(meshes);
         return -1;
     }
@@ -277,7 +270,7 @@ int sweep_write_summary_json(const sweep_report_ctx *c, char *err, size_t el) {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     json_decref(root);
     if (!text) {
-        set_err(err, el, "summary.json: out of memory");
+        errmsg_set(err, el, "summary.json: out of memory");
         return -1;
     }
     sbuf b = {0};
@@ -460,7 +453,7 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
     snprintf(log, sizeof log, "%s/gnuplot.log", c->dir);
     snprintf(common, sizeof common, "%s/common.gp", c->plots_dir);
     if (truncate(log, 0) != 0 && errno != ENOENT) {
-        set_err(err, el, "cannot truncate %s: %s", log, strerror(errno));
+        errmsg_set(err, el, "cannot truncate %s: %s", log, strerror(errno));
         return -1;
     }
     int failed = 0;
@@ -483,7 +476,7 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
                 continue;
             unlink(tmp);
             if (!failed)
-                set_err(err, el, "chart %s.%s: %s", charts[i].out, fmt,
+                errmsg_set(err, el, "chart %s.%s: %s", charts[i].out, fmt,
                         rc != 0 ? r.error
                         : r.outcome == SWEEP_LAUNCH_EXITED && r.exit_code == 0 ? "gnuplot wrote no output"
                         : "gnuplot failed (see gnuplot.log)");

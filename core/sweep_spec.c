@@ -2,6 +2,7 @@
  * Every rejection names the key it is about in one line, so a user can fix the spec without
  * reading code. Not the runner (bench/sweep.c); no process is started here. */
 #include "core/sweep_spec.h"
+#include "core/errmsg.h"
 
 #include "core/config.h"
 
@@ -12,22 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* An error message is one line: control characters a caller passed in (a model name, a path, a key
- * with "\n" in it) are shown as '?' so the message cannot break into several lines. */
-static void one_line(char *err, size_t errlen) {
-    if (!err || errlen == 0) return;
-    for (char *p = err; *p && (size_t)(p - err) < errlen; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-}
 
 /* ---- keys ------------------------------------------------------------------------------------ */
 
@@ -62,12 +47,12 @@ static const char *type_name(const json_t *v) {
 static int get_int(json_t *o, const char *key, long long lo, long long hi, int *out, char *err, size_t el) {
     json_t *v = json_object_get(o, key);
     if (!json_is_integer(v)) {
-        set_err(err, el, "%s: expected an integer in [%lld, %lld], got %s", key, lo, hi, type_name(v));
+        errmsg_set(err, el, "%s: expected an integer in [%lld, %lld], got %s", key, lo, hi, type_name(v));
         return -1;
     }
     long long x = json_integer_value(v);
     if (x < lo || x > hi) {
-        set_err(err, el, "%s: %lld is out of range [%lld, %lld]", key, x, lo, hi);
+        errmsg_set(err, el, "%s: %lld is out of range [%lld, %lld]", key, x, lo, hi);
         return -1;
     }
     *out = (int)x;
@@ -77,12 +62,12 @@ static int get_int(json_t *o, const char *key, long long lo, long long hi, int *
 static int get_num(json_t *o, const char *key, double lo, int lo_open, double *out, char *err, size_t el) {
     json_t *v = json_object_get(o, key);
     if (!json_is_number(v)) {
-        set_err(err, el, "%s: expected a number, got %s", key, type_name(v));
+        errmsg_set(err, el, "%s: expected a number, got %s", key, type_name(v));
         return -1;
     }
     double x = json_number_value(v);
     if (!(lo_open ? x > lo : x >= lo)) {
-        set_err(err, el, "%s: %g must be %s %g", key, x, lo_open ? ">" : ">=", lo);
+        errmsg_set(err, el, "%s: %g must be %s %g", key, x, lo_open ? ">" : ">=", lo);
         return -1;
     }
     *out = x;
@@ -92,12 +77,12 @@ static int get_num(json_t *o, const char *key, double lo, int lo_open, double *o
 static int get_str(json_t *o, const char *key, const char **out, char *err, size_t el) {
     json_t *v = json_object_get(o, key);
     if (!json_is_string(v)) {
-        set_err(err, el, "%s: expected a string, got %s", key, type_name(v));
+        errmsg_set(err, el, "%s: expected a string, got %s", key, type_name(v));
         return -1;
     }
     const char *s = json_string_value(v);
     if (!*s || strlen(s) != json_string_length(v)) {  /* empty, or an embedded NUL */
-        set_err(err, el, "%s: expected a non-empty string without NUL characters", key);
+        errmsg_set(err, el, "%s: expected a non-empty string without NUL characters", key);
         return -1;
     }
     *out = s;
@@ -107,7 +92,7 @@ static int get_str(json_t *o, const char *key, const char **out, char *err, size
 static int get_bool(json_t *o, const char *key, int *out, char *err, size_t el) {
     json_t *v = json_object_get(o, key);
     if (!json_is_boolean(v)) {
-        set_err(err, el, "%s: expected true or false, got %s", key, type_name(v));
+        errmsg_set(err, el, "%s: expected true or false, got %s", key, type_name(v));
         return -1;
     }
     *out = json_is_true(v) ? 1 : 0;
@@ -119,20 +104,20 @@ static int get_str_array(json_t *o, const char *key, int allow_empty, const char
                          char *err, size_t el) {
     json_t *v = json_object_get(o, key);
     if (!json_is_array(v)) {
-        set_err(err, el, "%s: expected an array of strings, got %s", key, type_name(v));
+        errmsg_set(err, el, "%s: expected an array of strings, got %s", key, type_name(v));
         return -1;
     }
     size_t len = json_array_size(v);
     const char **a = calloc(len + 1, sizeof *a);
     if (!a) {
-        set_err(err, el, "%s: out of memory", key);
+        errmsg_set(err, el, "%s: out of memory", key);
         return -1;
     }
     for (size_t i = 0; i < len; i++) {
         json_t *e = json_array_get(v, i);
         if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e) ||
             (!allow_empty && !*json_string_value(e))) {
-            set_err(err, el, "%s[%zu]: expected a non-empty string, got %s", key, i, type_name(e));
+            errmsg_set(err, el, "%s[%zu]: expected a non-empty string, got %s", key, i, type_name(e));
             free(a);
             return -1;
         }
@@ -188,40 +173,40 @@ int sweep_name_valid(const char *name) {
 static int parse_meshes(json_t *root, sweep_spec *s, char *err, size_t el) {
     json_t *v = json_object_get(root, "meshes");
     if (!json_is_array(v) || json_array_size(v) == 0) {
-        set_err(err, el, "meshes: expected a non-empty array of \"DPxTP\" strings, got %s",
+        errmsg_set(err, el, "meshes: expected a non-empty array of \"DPxTP\" strings, got %s",
                 json_is_array(v) ? "an empty array" : type_name(v));
         return -1;
     }
     if (json_array_size(v) > 64) {
-        set_err(err, el, "meshes: %zu meshes; at most 64", json_array_size(v));
+        errmsg_set(err, el, "meshes: %zu meshes; at most 64", json_array_size(v));
         return -1;
     }
     s->n_meshes = (int)json_array_size(v);
     s->meshes = calloc((size_t)s->n_meshes, sizeof *s->meshes);
     if (!s->meshes) {
-        set_err(err, el, "meshes: out of memory");
+        errmsg_set(err, el, "meshes: out of memory");
         return -1;
     }
     for (int i = 0; i < s->n_meshes; i++) {
         json_t *e = json_array_get(v, (size_t)i);
         sweep_mesh *m = &s->meshes[i];
         if (!json_is_string(e)) {
-            set_err(err, el, "meshes[%d]: expected a \"DPxTP\" string, got %s", i, type_name(e));
+            errmsg_set(err, el, "meshes[%d]: expected a \"DPxTP\" string, got %s", i, type_name(e));
             return -1;
         }
         const char *t = json_string_value(e);
         if (strlen(t) >= sizeof m->name || sweep_parse_mesh(t, &m->dp, &m->tp) != 0) {
-            set_err(err, el, "meshes[%d]: \"%.40s\" is not DPxTP (two positive integers, e.g. \"2x4\")", i, t);
+            errmsg_set(err, el, "meshes[%d]: \"%.40s\" is not DPxTP (two positive integers, e.g. \"2x4\")", i, t);
             return -1;
         }
         if ((long long)m->dp * m->tp != s->world) {
-            set_err(err, el, "meshes[%d]: \"%s\" has dp*tp = %lld, but world is %d", i, t,
+            errmsg_set(err, el, "meshes[%d]: \"%s\" has dp*tp = %lld, but world is %d", i, t,
                     (long long)m->dp * m->tp, s->world);
             return -1;
         }
         for (int j = 0; j < i; j++)
             if (s->meshes[j].dp == m->dp && s->meshes[j].tp == m->tp) {
-                set_err(err, el, "meshes[%d]: \"%s\" is listed twice", i, t);
+                errmsg_set(err, el, "meshes[%d]: \"%s\" is listed twice", i, t);
                 return -1;
             }
         /* canonical name: equal to the text, which has no leading zeros by construction */
@@ -234,11 +219,11 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
     json_t *bs = json_object_get(root, "batch_size");
     json_t *gb = json_object_get(root, "global_batch");
     if (bs && gb) {
-        set_err(err, el, "global_batch: cannot be given together with batch_size (choose one)");
+        errmsg_set(err, el, "global_batch: cannot be given together with batch_size (choose one)");
         return -1;
     }
     if (!bs && !gb) {
-        set_err(err, el, "batch_size: missing required key (or give global_batch)");
+        errmsg_set(err, el, "batch_size: missing required key (or give global_batch)");
         return -1;
     }
     if (gb) {
@@ -247,7 +232,7 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
         for (int i = 0; i < s->n_meshes; i++) {
             sweep_mesh *m = &s->meshes[i];
             if (s->global_batch % m->dp) {
-                set_err(err, el, "global_batch: %d is not divisible by dp = %d of mesh %s", s->global_batch,
+                errmsg_set(err, el, "global_batch: %d is not divisible by dp = %d of mesh %s", s->global_batch,
                         m->dp, m->name);
                 return -1;
             }
@@ -257,13 +242,13 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
     }
     if (json_is_string(bs)) {
         if (strcmp(json_string_value(bs), "max") != 0) {
-            set_err(err, el, "batch_size: expected \"max\", an integer or an object mesh -> integer, got \"%.40s\"",
+            errmsg_set(err, el, "batch_size: expected \"max\", an integer or an object mesh -> integer, got \"%.40s\"",
                     json_string_value(bs));
             return -1;
         }
         s->batch_mode = SWEEP_BATCH_MAX;
         if (!s->mem_budget) {
-            set_err(err, el, "mem_budget: required when batch_size is \"max\"");
+            errmsg_set(err, el, "mem_budget: required when batch_size is \"max\"");
             return -1;
         }
         return 0;
@@ -276,7 +261,7 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
         return 0;
     }
     if (!json_is_object(bs)) {
-        set_err(err, el, "batch_size: expected \"max\", an integer or an object mesh -> integer, got %s",
+        errmsg_set(err, el, "batch_size: expected \"max\", an integer or an object mesh -> integer, got %s",
                 type_name(bs));
         return -1;
     }
@@ -288,11 +273,11 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
             for (int i = 0; i < s->n_meshes; i++)
                 if (s->meshes[i].dp == dp && s->meshes[i].tp == tp) found = i;
         if (found < 0) {
-            set_err(err, el, "batch_size.%.40s: not one of the meshes", k);
+            errmsg_set(err, el, "batch_size.%.40s: not one of the meshes", k);
             return -1;
         }
         if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > (1 << 24)) {
-            set_err(err, el, "batch_size.%s: expected a positive integer, got %s", k,
+            errmsg_set(err, el, "batch_size.%s: expected a positive integer, got %s", k,
                     json_is_integer(val) ? "a value out of range" : type_name(val));
             return -1;
         }
@@ -300,7 +285,7 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
     }
     for (int i = 0; i < s->n_meshes; i++)
         if (s->meshes[i].batch_size == 0) {
-            set_err(err, el, "batch_size.%s: missing (the object must give every mesh)", s->meshes[i].name);
+            errmsg_set(err, el, "batch_size.%s: missing (the object must give every mesh)", s->meshes[i].name);
             return -1;
         }
     return 0;
@@ -308,7 +293,7 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
 
 static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (!json_is_object(root)) {
-        set_err(err, el, "spec: expected a JSON object at the top level, got %s", type_name(root));
+        errmsg_set(err, el, "spec: expected a JSON object at the top level, got %s", type_name(root));
         return -1;
     }
     const char *k;
@@ -318,19 +303,19 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
         for (int i = 0; i < N_SPEC_KEYS; i++)
             if (strcmp(k, spec_keys[i].key) == 0) known = 1;
         if (!known) {
-            set_err(err, el, "%.60s: unknown key", k);
+            errmsg_set(err, el, "%.60s: unknown key", k);
             return -1;
         }
     }
     for (int i = 0; i < N_SPEC_KEYS; i++)
         if (spec_keys[i].required && !json_object_get(root, spec_keys[i].key)) {
-            set_err(err, el, "%s: missing required key", spec_keys[i].key);
+            errmsg_set(err, el, "%s: missing required key", spec_keys[i].key);
             return -1;
         }
 
     if (get_str(root, "name", &s->name, err, el)) return -1;
     if (!sweep_name_valid(s->name)) {
-        set_err(err, el, "name: \"%.60s\" must be 1-100 characters of [A-Za-z0-9._-] and not \".\" or \"..\"",
+        errmsg_set(err, el, "name: \"%.60s\" must be 1-100 characters of [A-Za-z0-9._-] and not \".\" or \"..\"",
                 s->name);
         return -1;
     }
@@ -343,7 +328,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "mem_budget")) {
         if (get_str(root, "mem_budget", &s->mem_budget, err, el)) return -1;
         if (parse_size(s->mem_budget, &s->mem_budget_bytes) != 0 || s->mem_budget_bytes == 0) {
-            set_err(err, el, "mem_budget: \"%.40s\" is not a size (e.g. \"96MiB\", \"80GB\", \"80GiB\")",
+            errmsg_set(err, el, "mem_budget: \"%.40s\" is not a size (e.g. \"96MiB\", \"80GB\", \"80GiB\")",
                     s->mem_budget);
             return -1;
         }
@@ -355,7 +340,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "eval_every")) {
         if (get_int(root, "eval_every", 0, 1 << 30, &s->eval_every, err, el)) return -1;
         if (s->eval_every > 0 && !s->eval_data) {
-            set_err(err, el, "eval_every: needs eval_data");
+            errmsg_set(err, el, "eval_every: needs eval_data");
             return -1;
         }
     }
@@ -363,7 +348,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "backend")) {
         if (get_str(root, "backend", &s->backend, err, el)) return -1;
         if (strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "cuda") != 0) {
-            set_err(err, el, "backend: expected \"cpu\" or \"cuda\", got \"%.40s\"", s->backend);
+            errmsg_set(err, el, "backend: expected \"cpu\" or \"cuda\", got \"%.40s\"", s->backend);
             return -1;
         }
     }
@@ -373,7 +358,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
         static const char *def[] = {"mpirun", "--oversubscribe", "-np", "{world}", NULL};
         s->launcher = malloc(sizeof def);
         if (!s->launcher) {
-            set_err(err, el, "launcher: out of memory");
+            errmsg_set(err, el, "launcher: out of memory");
             return -1;
         }
         memcpy(s->launcher, def, sizeof def);
@@ -383,14 +368,14 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "timeout_s") && get_num(root, "timeout_s", 0.0, 1, &s->timeout_s, err, el))
         return -1;
     if (s->timeout_s > 7 * 86400.0) {
-        set_err(err, el, "timeout_s: %g is more than a week", s->timeout_s);
+        errmsg_set(err, el, "timeout_s: %g is more than a week", s->timeout_s);
         return -1;
     }
 
     if (json_object_get(root, "seed")) {
         json_t *sv = json_object_get(root, "seed");
         if (!json_is_integer(sv) || json_integer_value(sv) < 0) {
-            set_err(err, el, "seed: expected a non-negative integer, got %s",
+            errmsg_set(err, el, "seed: expected a non-negative integer, got %s",
                     json_is_integer(sv) ? "a negative integer" : type_name(sv));
             return -1;
         }
@@ -400,7 +385,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "schedule")) {
         if (get_str(root, "schedule", &s->schedule, err, el)) return -1;
         if (strcmp(s->schedule, "constant") != 0 && strcmp(s->schedule, "cosine") != 0) {
-            set_err(err, el, "schedule: expected \"constant\" or \"cosine\", got \"%.40s\"", s->schedule);
+            errmsg_set(err, el, "schedule: expected \"constant\" or \"cosine\", got \"%.40s\"", s->schedule);
             return -1;
         }
     }
@@ -445,7 +430,7 @@ static int spec_parse(const char *text, sweep_spec *s, char *err, size_t errlen)
     json_error_t je;
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        set_err(err, errlen, "spec: invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+        errmsg_set(err, errlen, "spec: invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
         return -1;
     }
     s->json = root;
@@ -458,7 +443,7 @@ static int spec_parse(const char *text, sweep_spec *s, char *err, size_t errlen)
 
 int sweep_spec_parse(const char *text, sweep_spec *s, char *err, size_t errlen) {
     int rc = spec_parse(text, s, err, errlen);
-    if (rc != 0) one_line(err, errlen);
+    if (rc != 0) errmsg_one_line(err, errlen);
     return rc;
 }
 
@@ -467,12 +452,12 @@ int sweep_spec_load(const char *path, sweep_spec *s, char *err, size_t errlen) {
     /* a folder, FIFO or device is not a spec (a FIFO would block fopen, /dev/zero never ends) */
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        set_err(err, errlen, "not a regular file");
+        errmsg_set(err, errlen, "not a regular file");
         return -1;
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "cannot open: %s", strerror(errno));
+        errmsg_set(err, errlen, "cannot open: %s", strerror(errno));
         return -2;
     }
     size_t cap = 4096, len = 0;
@@ -484,7 +469,7 @@ int sweep_spec_load(const char *path, sweep_spec *s, char *err, size_t errlen) {
         if (got == 0) break;
         if (len + 1 == cap) {
             if (cap > (64u << 20)) {  /* a spec is a few hundred bytes; refuse anything absurd */
-                set_err(err, errlen, "spec: larger than 64 MiB");
+                errmsg_set(err, errlen, "spec: larger than 64 MiB");
                 rc = -1;
                 break;
             }
@@ -499,19 +484,19 @@ int sweep_spec_load(const char *path, sweep_spec *s, char *err, size_t errlen) {
         }
     }
     if (!buf) {
-        set_err(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         fclose(f);
         return -2;
     }
     if (rc == 0 && ferror(f)) {
-        set_err(err, errlen, "read error: %s", strerror(errno));
+        errmsg_set(err, errlen, "read error: %s", strerror(errno));
         rc = -2;
     }
     fclose(f);
     if (rc == 0) {
         buf[len] = '\0';
         if (strlen(buf) != len) {
-            set_err(err, errlen, "spec: contains a NUL byte");
+            errmsg_set(err, errlen, "spec: contains a NUL byte");
             rc = -1;
         } else {
             rc = sweep_spec_parse(buf, s, err, errlen);
