@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cli.h"
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/mesh.h"
@@ -37,19 +38,17 @@ typedef struct opts {
     const char *min_bytes, *max_bytes, *memcpy_bytes, *json, *rs_algo;
 } opts;
 
-typedef enum { O_INT, O_STR, O_ON } otype;
-typedef struct { const char *name; otype type; size_t off; const char *meta, *help; } opt_def;
 #define F(x) offsetof(opts, x)
-static const opt_def OPTS[] = {
-    {"tp", O_INT, F(tp), "T", "tensor-parallel degree of the mesh; dp = world / T (default 1: one DP group of all ranks)"},
-    {"min-bytes", O_STR, F(min_bytes), "SIZE", "smallest message (whole array; default 1K), e.g. 4096, 1MiB (K/M/G = 1024 powers, as nccl-tests)"},
-    {"max-bytes", O_STR, F(max_bytes), "SIZE", "largest message (default 64M, at most 1G); sizes double from --min-bytes"},
-    {"iters", O_INT, F(iters), "N", "timed iterations per size (default 20)"},
-    {"warmup", O_INT, F(warmup), "N", "untimed iterations per size before the timed ones (default 5)"},
-    {"rs-algo", O_STR, F(rs_algo), "allreduce|native|both", "reduce-scatter: MPI_Allreduce + copy, MPI_Reduce_scatter_block, or both (default)"},
-    {"memcpy-bytes", O_STR, F(memcpy_bytes), "SIZE", "buffer size of the out-of-cache memcpy reference (default 512M)"},
-    {"json", O_STR, F(json), "FILE", "also write the records as JSON (atomically: temp file, then rename)"},
-    {"help", O_ON, F(help), NULL, "this text"},
+static const cli_opt OPTS[] = {
+    {"tp", CLI_INT, F(tp), "T", "tensor-parallel degree of the mesh; dp = world / T (default 1: one DP group of all ranks)"},
+    {"min-bytes", CLI_STR, F(min_bytes), "SIZE", "smallest message (whole array; default 1K), e.g. 4096, 1MiB (K/M/G = 1024 powers, as nccl-tests)"},
+    {"max-bytes", CLI_STR, F(max_bytes), "SIZE", "largest message (default 64M, at most 1G); sizes double from --min-bytes"},
+    {"iters", CLI_INT, F(iters), "N", "timed iterations per size (default 20)"},
+    {"warmup", CLI_INT, F(warmup), "N", "untimed iterations per size before the timed ones (default 5)"},
+    {"rs-algo", CLI_STR, F(rs_algo), "allreduce|native|both", "reduce-scatter: MPI_Allreduce + copy, MPI_Reduce_scatter_block, or both (default)"},
+    {"memcpy-bytes", CLI_STR, F(memcpy_bytes), "SIZE", "buffer size of the out-of-cache memcpy reference (default 512M)"},
+    {"json", CLI_STR, F(json), "FILE", "also write the records as JSON (atomically: temp file, then rename)"},
+    {"help", CLI_ON, F(help), NULL, "this text"},
 };
 #undef F
 #define NOPTS (int)(sizeof OPTS / sizeof OPTS[0])
@@ -74,11 +73,7 @@ static void finish(int code) {
 
 static void usage(void) {
     printf("usage: mpirun -np W build/commbench [options]\n\n");
-    for (int i = 0; i < NOPTS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", OPTS[i].name, OPTS[i].meta ? " " : "", OPTS[i].meta ? OPTS[i].meta : "");
-        printf("  %-34s %s\n", left, OPTS[i].help);
-    }
+    cli_usage(stdout, OPTS, NOPTS);
     printf("\nOutput: one row per (group, collective, algorithm, size): size (B), count (float elements of the\n"
            "whole array), group (tp|dp), ranks, collective, algo, time (us, max over ranks of the mean),\n"
            "algbw and busbw (GB/s = 1e9 B/s, nccl-tests factors), #wrong. Rows not starting with '#' are data.\n"
@@ -98,38 +93,10 @@ static int parse_bytes(const char *s, uint64_t *out) {
 }
 
 static int parse_args(opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) { say("unexpected argument '%s' (options start with --; see --help)", a); return -1; }
-        char name[64]; const char *val = NULL;
-        const char *eq = strchr(a + 2, '=');
-        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        if (nl >= sizeof name) { say("unknown option '%s' (see --help)", a); return -1; }
-        memcpy(name, a + 2, nl); name[nl] = 0;
-        if (eq) val = eq + 1;
-        const opt_def *d = NULL;
-        for (int k = 0; k < NOPTS; k++) if (!strcmp(OPTS[k].name, name)) d = &OPTS[k];
-        if (!d) { say("unknown option '--%s' (see --help)", name); return -1; }
-        char *p = (char *)o + d->off;
-        if (d->type == O_ON) {
-            if (val) { say("option --%s takes no value", name); return -1; }
-            *(int *)p = 1;
-            continue;
-        }
-        if (!val) {
-            if (i + 1 >= argc) { say("option --%s needs a value (%s)", name, d->meta); return -1; }
-            val = argv[++i];
-        }
-        if (d->type == O_INT) {
-            long long v;
-            if (parse_int(val, -2147483647LL, 2147483647LL, &v)) { say("option --%s: '%s' is not an integer", name, val); return -1; }
-            *(int *)p = (int)v;
-        } else {
-            if (!*val) { say("option --%s: empty value", name); return -1; }
-            *(const char **)p = val;
-        }
-    }
-    return 0;
+    char err[256];
+    if (cli_parse(OPTS, NOPTS, o, argc, argv, err, sizeof err) == 0) return 0;
+    say("%s", err);
+    return -1;
 }
 
 /* ------------------------------------------------------------------ the collectives */

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cli.h"
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/data.h"
@@ -43,46 +44,44 @@ typedef struct opts {
     int help, comm_set, world_set;
 } opts;
 
-typedef enum { O_INT, O_LL, O_DBL, O_STR, O_ON, O_OFF } otype;
-typedef struct { const char *name; otype type; size_t off; const char *meta, *help; } opt_def;
 #define F(x) offsetof(opts, x)
-static const opt_def OPTS[] = {
-    {"model", O_STR, F(model), "NAME|PATH", "preset (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or HF config.json"},
-    {"tp", O_INT, F(tp), "N", "tensor-parallel degree; dp = world / tp"},
-    {"batch-size", O_STR, F(batch), "N|max", "sequences per DP rank (global batch = dp * N); max only with --plan"},
-    {"seq-len", O_INT, F(seq_len), "T", "sequence length"},
-    {"steps", O_INT, F(steps), "N", "optimizer steps"},
-    {"lr", O_DBL, F(lr), "X", "peak learning rate"},
-    {"weight-decay", O_DBL, F(weight_decay), "X", "AdamW weight decay on matrices (not on norm weights)"},
-    {"beta1", O_DBL, F(beta1), "X", "AdamW beta1"},
-    {"beta2", O_DBL, F(beta2), "X", "AdamW beta2"},
-    {"adam-eps", O_DBL, F(adam_eps), "X", "AdamW epsilon"},
-    {"grad-clip", O_DBL, F(grad_clip), "C", "clip the global gradient L2 norm to C (0: off)"},
-    {"schedule", O_STR, F(schedule), "constant|cosine", "learning-rate schedule"},
-    {"warmup", O_INT, F(warmup), "N", "linear warmup steps (cosine schedule)"},
-    {"min-lr-ratio", O_DBL, F(min_lr_ratio), "X", "cosine: final lr = lr * X"},
-    {"seed", O_LL, F(seed), "N", "initialisation seed (the same model on every mesh)"},
-    {"data", O_STR, F(data), "PATH|synthetic", "training tokens (uint16 file) or synthetic random tokens"},
-    {"eval-data", O_STR, F(eval_data), "PATH", "validation tokens"},
-    {"eval-every", O_INT, F(eval_every), "N", "evaluate every N steps and at the end (0: only at the end, if --eval-data)"},
-    {"eval-batches", O_INT, F(eval_batches), "N", "validation batches per evaluation"},
-    {"init", O_STR, F(init), "FILE", "initialise from an HF-named safetensors file (F32 or BF16)"},
-    {"save", O_STR, F(save), "FILE", "write the trained model as HF-named F32 safetensors"},
-    {"out", O_STR, F(out), "FILE", "run record (or plan) as JSON, written atomically"},
-    {"mem-budget", O_STR, F(mem_budget), "SIZE", "per-rank tracked memory budget: 96MiB, 80GB, 80GiB ..."},
-    {"plan", O_ON, F(plan), NULL, "plan memory for one step without running (one process)"},
-    {"world", O_INT, F(world), "W", "with --plan: world size to plan for"},
-    {"sequence-parallel", O_ON, F(sp), NULL, "sequence parallel (default on when tp > 1)"},
-    {"no-sequence-parallel", O_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
-    {"no-prefetch", O_OFF, F(prefetch), NULL, "do not prefetch the next FSDP unit"},
-    {"checkpoint-activations", O_ON, F(ckpt), NULL, "keep only each layer's input; recompute in backward"},
-    {"backend", O_STR, F(backend), "cpu|cuda", "compute backend"},
-    {"comm", O_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)"},
-    {"dtype", O_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 on cuda, fp32 on cpu; --plan takes either)"},
-    {"warmup-steps-excluded", O_INT, F(excluded), "N", "steps left out of the median step time"},
-    {"peak-tflops", O_DBL, F(peak_tflops), "X", "peak FLOP/s per rank for MFU (default: measured SGEMM on CPU)"},
-    {"log-every", O_INT, F(log_every), "N", "progress line every N steps (rank 0, stderr)"},
-    {"help", O_ON, F(help), NULL, "this text"},
+static const cli_opt OPTS[] = {
+    {"model", CLI_STR, F(model), "NAME|PATH", "preset (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or HF config.json"},
+    {"tp", CLI_INT, F(tp), "N", "tensor-parallel degree; dp = world / tp"},
+    {"batch-size", CLI_STR, F(batch), "N|max", "sequences per DP rank (global batch = dp * N); max only with --plan"},
+    {"seq-len", CLI_INT, F(seq_len), "T", "sequence length"},
+    {"steps", CLI_INT, F(steps), "N", "optimizer steps"},
+    {"lr", CLI_DBL, F(lr), "X", "peak learning rate"},
+    {"weight-decay", CLI_DBL, F(weight_decay), "X", "AdamW weight decay on matrices (not on norm weights)"},
+    {"beta1", CLI_DBL, F(beta1), "X", "AdamW beta1"},
+    {"beta2", CLI_DBL, F(beta2), "X", "AdamW beta2"},
+    {"adam-eps", CLI_DBL, F(adam_eps), "X", "AdamW epsilon"},
+    {"grad-clip", CLI_DBL, F(grad_clip), "C", "clip the global gradient L2 norm to C (0: off)"},
+    {"schedule", CLI_STR, F(schedule), "constant|cosine", "learning-rate schedule"},
+    {"warmup", CLI_INT, F(warmup), "N", "linear warmup steps (cosine schedule)"},
+    {"min-lr-ratio", CLI_DBL, F(min_lr_ratio), "X", "cosine: final lr = lr * X"},
+    {"seed", CLI_LL, F(seed), "N", "initialisation seed (the same model on every mesh)"},
+    {"data", CLI_STR, F(data), "PATH|synthetic", "training tokens (uint16 file) or synthetic random tokens"},
+    {"eval-data", CLI_STR, F(eval_data), "PATH", "validation tokens"},
+    {"eval-every", CLI_INT, F(eval_every), "N", "evaluate every N steps and at the end (0: only at the end, if --eval-data)"},
+    {"eval-batches", CLI_INT, F(eval_batches), "N", "validation batches per evaluation"},
+    {"init", CLI_STR, F(init), "FILE", "initialise from an HF-named safetensors file (F32 or BF16)"},
+    {"save", CLI_STR, F(save), "FILE", "write the trained model as HF-named F32 safetensors"},
+    {"out", CLI_STR, F(out), "FILE", "run record (or plan) as JSON, written atomically"},
+    {"mem-budget", CLI_STR, F(mem_budget), "SIZE", "per-rank tracked memory budget: 96MiB, 80GB, 80GiB ..."},
+    {"plan", CLI_ON, F(plan), NULL, "plan memory for one step without running (one process)"},
+    {"world", CLI_INT, F(world), "W", "with --plan: world size to plan for"},
+    {"sequence-parallel", CLI_ON, F(sp), NULL, "sequence parallel (default on when tp > 1)"},
+    {"no-sequence-parallel", CLI_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
+    {"no-prefetch", CLI_OFF, F(prefetch), NULL, "do not prefetch the next FSDP unit"},
+    {"checkpoint-activations", CLI_ON, F(ckpt), NULL, "keep only each layer's input; recompute in backward"},
+    {"backend", CLI_STR, F(backend), "cpu|cuda", "compute backend"},
+    {"comm", CLI_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)"},
+    {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 on cuda, fp32 on cpu; --plan takes either)"},
+    {"warmup-steps-excluded", CLI_INT, F(excluded), "N", "steps left out of the median step time"},
+    {"peak-tflops", CLI_DBL, F(peak_tflops), "X", "peak FLOP/s per rank for MFU (default: measured SGEMM on CPU)"},
+    {"log-every", CLI_INT, F(log_every), "N", "progress line every N steps (rank 0, stderr)"},
+    {"help", CLI_ON, F(help), NULL, "this text"},
 };
 #undef F
 #define NOPTS (int)(sizeof OPTS / sizeof OPTS[0])
@@ -107,56 +106,15 @@ static void finish(int code) {
 
 static void usage(void) {
     printf("usage: [mpirun -np W] build/train [options]\n       build/train --plan --world W [options]\n\n");
-    for (int i = 0; i < NOPTS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", OPTS[i].name, OPTS[i].meta ? " " : "", OPTS[i].meta ? OPTS[i].meta : "");
-        printf("  %-34s %s\n", left, OPTS[i].help);
-    }
+    cli_usage(stdout, OPTS, NOPTS);
     printf("\nexit codes: 0 ok, 1 failed, 2 bad usage or configuration, 3 out of memory budget, 4 diverged\n");
 }
 
 static int parse_args(opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) { say("unexpected argument '%s' (options start with --; see --help)", a); return -1; }
-        char name[64]; const char *val = NULL;
-        const char *eq = strchr(a + 2, '=');
-        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        if (nl >= sizeof name) { say("unknown option '%s' (see --help)", a); return -1; }
-        memcpy(name, a + 2, nl); name[nl] = 0;
-        if (eq) val = eq + 1;
-        const opt_def *d = NULL;
-        for (int k = 0; k < NOPTS; k++) if (!strcmp(OPTS[k].name, name)) d = &OPTS[k];
-        if (!d) { say("unknown option '--%s' (see --help)", name); return -1; }
-        char *p = (char *)o + d->off;
-        if (d->type == O_ON || d->type == O_OFF) {
-            if (val) { say("option --%s takes no value", name); return -1; }
-            *(int *)p = d->type == O_ON;
-            continue;
-        }
-        if (!val) {
-            if (i + 1 >= argc) { say("option --%s needs a value (%s)", name, d->meta); return -1; }
-            val = argv[++i];
-        }
-        long long v;
-        double x;
-        switch (d->type) {
-        case O_INT:
-            if (parse_int(val, -2147483647LL, 2147483647LL, &v)) { say("option --%s: '%s' is not an integer", name, val); return -1; }
-            *(int *)p = (int)v; break;
-        case O_LL:
-            if (parse_int(val, 0, 9223372036854775807LL, &v)) { say("option --%s: '%s' is not a non-negative integer", name, val); return -1; }
-            *(long long *)p = v; break;
-        case O_DBL:
-            if (parse_double(val, &x)) { say("option --%s: '%s' is not a number", name, val); return -1; }
-            *(double *)p = x; break;
-        case O_STR:
-            if (!*val) { say("option --%s: empty value", name); return -1; }
-            *(const char **)p = val; break;
-        default: break;
-        }
-    }
-    return 0;
+    char err[256];
+    if (cli_parse(OPTS, NOPTS, o, argc, argv, err, sizeof err) == 0) return 0;
+    say("%s", err);
+    return -1;
 }
 
 /* ------------------------------------------------------------------ run state */
