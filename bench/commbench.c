@@ -57,14 +57,7 @@ static int g_rank0 = 1;
 static int g_mpi = 0;
 
 /* one line on rank 0's stderr */
-static void say(const char *fmt, ...) {
-    if (!g_rank0) return;
-    va_list ap; va_start(ap, fmt);
-    fprintf(stderr, "commbench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-}
+#define say cli_say
 
 static void finish(int code) {
     if (g_mpi) MPI_Finalize();
@@ -259,6 +252,7 @@ int main(int argc, char **argv) {
     opts o = {.tp = 1, .iters = 20, .warmup = 5, .min_bytes = "1K", .max_bytes = "64M", .memcpy_bytes = "512M", .rs_algo = "both"};
     const char *rs = env_rank_str();
     g_rank0 = !rs || !strcmp(rs, "0");
+    cli_set_program("commbench"); cli_set_rank0(g_rank0);
 
     /* usage errors are found before MPI starts, so every rank exits 2 with one line from rank 0 */
 #define BAD(...) do { say(__VA_ARGS__); finish(2); } while (0)
@@ -285,6 +279,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     g_rank0 = rank == 0;
+    cli_set_rank0(g_rank0);
     char err[512];
     mesh_t mesh;
     if (mesh_init(&mesh, world, rank, o.tp, err, sizeof err)) BAD("%s", err);

@@ -90,14 +90,7 @@ static int g_rank0 = 1;
 static int g_mpi = 0;
 
 /* one line on rank 0's stderr */
-static void say(const char *fmt, ...) {
-    if (!g_rank0) return;
-    va_list ap; va_start(ap, fmt);
-    fprintf(stderr, "train: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-}
+#define say cli_say
 
 static void finish(int code) {
     if (g_mpi) MPI_Finalize();
@@ -528,6 +521,7 @@ int main(int argc, char **argv) {
                 .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
     const char *er = env_rank_str();
     g_rank0 = !er || !strcmp(er, "0");
+    cli_set_program("train"); cli_set_rank0(g_rank0);
     const char *comm_default = o->comm;
     if (parse_args(o, argc, argv)) return 2;
     o->comm_set = o->comm != comm_default;
@@ -604,6 +598,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     g_rank0 = rank == 0;
+    cli_set_rank0(g_rank0);
     if (mesh_init(&R.mesh, world, rank, o->tp, err, sizeof err)) { say("%s", err); finish(2); }
     int use_nccl = 0;
 #ifdef MESHSWEEP_CUDA

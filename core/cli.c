@@ -1,7 +1,22 @@
 /* core/cli.c — see cli.h. */
 #include "core/cli.h"
 #include "core/config.h"
+#include <stdarg.h>
 #include <string.h>
+
+static const char *g_prog = "meshsweep";
+static int g_rank0 = 1;
+void cli_set_program(const char *prog) { g_prog = prog; }
+void cli_set_rank0(int rank0) { g_rank0 = rank0; }
+void cli_say(const char *fmt, ...) {
+    if (!g_rank0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", g_prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
 
 int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {

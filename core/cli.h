@@ -26,6 +26,11 @@ typedef struct cli_opt {
 /* Parse argv[1..] into dst. -1 with one line in err on: an argument not starting with --, an
  * unknown option, a flag given a value, a missing, empty or malformed value. */
 int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char *err, size_t errlen);
+/* Errors of a program: one line "PROG: message" on stderr, printed only where rank0 is set (under
+ * MPI every rank parses the same argv, so one rank speaks for all). */
+void cli_set_program(const char *prog);
+void cli_set_rank0(int rank0);
+void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "  --name META    help" per option */
 void cli_usage(FILE *f, const cli_opt *opts, int n);
 #endif
