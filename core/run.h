@@ -21,7 +21,7 @@ typedef struct run_cfg {
 
 /* What a finished run reports besides its record (rank 0 has the record's figures). */
 typedef struct run_result {
-    const char *status;        /* ok, diverged, oom */
+    const char *status;        /* ok or diverged (out of budget exits with 3 before any step) */
     int steps_done;
     double step_ms_median;     /* over the steps after the excluded warm-up ones */
     double final_loss;         /* NAN when no step ran */
