@@ -9,16 +9,21 @@
 #define EXIT_USAGE 2
 
 static const char usage_text[] =
-    "usage: build/sweep SPEC.json [--fresh] [--out-dir DIR] [--dry-run] [--train PATH]\n"
+    "usage: build/sweep SPEC.json [--fresh] [--plan-only] [--out-dir DIR] [--dry-run] [--train PATH]\n"
     "Runs every mesh of a sweep spec (sweeps/*.json, design 9) with build/train and writes\n"
-    "RESULTS/<name>/<UTC timestamp>/: spec.json, runs/<mesh>.json + .log (and max-batch probes),\n"
-    "summary.json, summary.csv, charts (PNG + SVG) and report.md.\n"
-    "  --fresh        start a new folder even if a matching unfinished one exists\n"
-    "  --resume       (default) continue the latest folder of this name whose spec.json equals the spec\n"
+    "RESULTS/<name>/<UTC timestamp>/: spec.json, runner.json, runs/<mesh>.json + .log (and max-batch\n"
+    "probes), summary.json, summary.csv, charts (PNG + SVG) and report.md.\n"
+    "  --resume       (default) continue the latest folder of this name if the runner made it for the\n"
+    "                 same spec, build and hosts: ok, oom and diverged runs are kept, failed and\n"
+    "                 timeout runs are retried; otherwise a new folder is started (and the reason said)\n"
+    "  --fresh        start a new folder even if the latest one could be resumed\n"
+    "  --plan-only    launch nothing: build/train --plan per mesh, then the plan-based summary,\n"
+    "                 memory and max-batch charts and report, in a new folder\n"
     "  --out-dir DIR  results root instead of the spec's results_dir (default \"results\")\n"
     "  --dry-run      check the spec and print the commands without running anything\n"
     "  --train PATH   the train program (default: train next to this binary)\n"
-    "Exit: 0 sweep completed (even with failed runs), 1 I/O error, 2 bad spec or usage, 130 interrupted.\n";
+    "Exit: 0 sweep completed (even with failed runs), 1 I/O error, 2 bad spec, missing input file,\n"
+    "usage, or the folder is in use by another runner, 130 interrupted.\n";
 
 int main(int argc, char **argv) {
     sweep_run_opts o = {0};
@@ -30,6 +35,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--fresh") == 0) o.fresh = 1;
         else if (strcmp(a, "--resume") == 0) o.fresh = 0;
         else if (strcmp(a, "--dry-run") == 0) o.dry_run = 1;
+        else if (strcmp(a, "--plan-only") == 0) o.plan_only = 1;
         else if (strcmp(a, "--out-dir") == 0 || strcmp(a, "--train") == 0) {
             if (i + 1 >= argc || !argv[i + 1][0]) {
                 fprintf(stderr, "sweep: %s needs a value (see --help)\n", a);
