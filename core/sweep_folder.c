@@ -143,37 +143,51 @@ int sweep_identity_match(json_t *a, json_t *b, const char **why) {
 
 /* ---- lock -------------------------------------------------------------------------------------- */
 
+/* The pid holding a flock on fd's file, from /proc/locks ("1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ..."); 0 unknown. */
+static long flock_holder(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return 0;
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f) return 0;
+    char line[256], kind[16];
+    long pid = 0, found = 0;
+    unsigned long long ino;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%*s %15s %*s %*s %ld %*x:%*x:%llu", kind, &pid, &ino) == 3 && strcmp(kind, "FLOCK") == 0 &&
+            ino == (unsigned long long)st.st_ino)
+            found = pid;
+    }
+    fclose(f);
+    return found;
+}
+
 int sweep_folder_lock(const char *dir, int *lock_fd) {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/.lock", dir) >= (int)sizeof path) {
         fprintf(stderr, "sweep: path too long: %s\n", dir);
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && (errno == EROFS || errno == EACCES)) fd = open(path, O_RDONLY | O_CLOEXEC); /* flock needs no write */
+    /* the file is never written: its flock is the lock, and the folder's files stay as they were */
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno == EROFS || errno == EACCES)) fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "sweep: cannot create %s: %s\n", path, strerror(errno));
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
-        char buf[32] = "";
-        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-        buf[n > 0 ? n : 0] = '\0';
-        long pid = strtol(buf, NULL, 10);
+        long pid = e == EWOULDBLOCK ? flock_holder(fd) : 0;
         close(fd);
         if (e == EWOULDBLOCK) {
-            fprintf(stderr, "sweep: %s is in use by another runner (pid %ld); wait for it to finish, or use --fresh\n",
-                    dir, pid);
+            if (pid > 0)
+                fprintf(stderr, "sweep: %s is in use by another runner (pid %ld); wait for it to finish, or use --fresh\n",
+                        dir, pid);
+            else
+                fprintf(stderr, "sweep: %s is in use by another runner; wait for it to finish, or use --fresh\n", dir);
             return -2;
         }
         fprintf(stderr, "sweep: cannot lock %s: %s\n", path, strerror(e));
         return -1;
-    }
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
-        /* the pid is only for the other runner's message; the lock itself is what counts */
     }
     *lock_fd = fd;
     return 0;

@@ -39,7 +39,7 @@ static void answers(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
         if (c->plan_only ? strcmp(r->status, "planned") != 0 : !is_ok(r)) continue;
         double tok = sweep_record_num(r->record, "summary.tok_s");
         if (!c->plan_only && isfinite(tok) && tok > best_tok) best_tok = tok, fast = i;
-        int step;
+        int step = -1;
         double t = c->plan_only ? NAN : sweep_seconds_to_loss(r, target, &step);
         if (isfinite(t) && t < best_t) best_t = t, first = i, first_step = step;
         if (big < 0 || sweep_global_batch(r) > sweep_global_batch(&c->res[big])) big = i;

@@ -170,7 +170,7 @@ static int setup_runner(sweep_runner *R, const sweep_run_opts *o) {
 static int prepare_folder(sweep_runner *R, const char *base, const sweep_run_opts *o, int *lock_fd) {
     const sweep_spec *s = R->spec;
     sweep_identity id;
-    char err[600], why[PATH_MAX + 200];
+    char err[600], why[PATH_MAX + 200] = "";
     if (sweep_identity_get(&id, R->train, s, err, sizeof err) != 0) {
         fprintf(stderr, "sweep: %s\n", err);
         return SWEEP_EXIT_IO;
