@@ -20,6 +20,6 @@ set ylabel "tokens/s per rank"
 plot 'throughput.dat' using 3:xtic(1) lt 2
 set title "MFU (%)"
 set ylabel "MFU, % of peak"
-set key inside top right
-plot 'throughput.dat' using 4:xtic(1) lt 3 title "1 core per rank", '' using 5 lt 4 title "core share"
+set key below horizontal
+plot 'throughput.dat' using 4:xtic(1) lt 3 title "1 core per rank", '' using 5 lt 4 title "core share (0: n/a)"
 unset multiplot

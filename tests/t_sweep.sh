@@ -102,7 +102,7 @@ else
   if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,status$'; then ok sweep_smoke_csv
   else fail sweep_smoke_csv "rows $rows, ragged $badrows, header $(head -1 "$D/summary.csv")"; fi
   bad=""
-  for c in loss loss_tokens throughput memory max_batch; do
+  for c in loss loss_tokens loss_time throughput memory max_batch; do
     [ -s "$D/$c.png" ] && [ "$(head -c 8 "$D/$c.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || bad="$bad $c.png"
     [ -s "$D/$c.svg" ] && grep -q '<svg' "$D/$c.svg" || bad="$bad $c.svg"
     grep -q "($c.png)" "$D/report.md" || bad="$bad report:$c"
