@@ -306,7 +306,7 @@ static json_t *mesh_json(const sweep_report_ctx *c, const sweep_result *r, doubl
     json_object_set_new(m, "global_batch", json_integer(sweep_global_batch(r)));
     json_object_set_new(m, "status", json_string(r->status));
     json_object_set_new(m, "error", r->error[0] ? json_string(r->error) : json_null());
-    json_object_set_new(m, "record", json_string(rec));
+    json_object_set_new(m, "record", r->record ? json_string(rec) : json_null()); /* only files that exist */
     json_object_set_new(m, "log", json_string(log));
     if (c->plan_only) {
         json_t *fits = sweep_record_get(r->record, "fits");

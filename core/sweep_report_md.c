@@ -198,9 +198,10 @@ static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
     sweep_sb_printf(b, "---|---|\n");
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
-        sweep_sb_printf(b, "| [%s](runs/%s.plan.json) | %d | %d | %d%s | %d | ", r->mesh->name, r->mesh->name,
-                        r->mesh->dp, r->mesh->tp, r->batch_size, r->capped ? " (engine limit)" : "",
-                        sweep_global_batch(r));
+        if (r->record) sweep_sb_printf(b, "| [%s](runs/%s.plan.json) ", r->mesh->name, r->mesh->name);
+        else sweep_sb_printf(b, "| %s ", r->mesh->name); /* no plan file to link to */
+        sweep_sb_printf(b, "| %d | %d | %d%s | %d | ", r->mesh->dp, r->mesh->tp, r->batch_size,
+                        r->capped ? " (engine limit)" : "", sweep_global_batch(r));
         md_num(b, sweep_record_num(r->record, "peak") / MiB, "%.1f");
         for (int k = 0; k < SWEEP_N_MEM_CATEGORIES; k++) {
             char path[64];
