@@ -37,7 +37,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep clean fuzz lint
+.PHONY: all deps data test test-gpu sweep plan clean fuzz lint
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -84,6 +84,11 @@ sweep: deps
 	$(MAKE) all
 	$(MAKE) data
 	$(BUILD)/sweep $(SWEEP)
+
+# `make plan SWEEP=...`: the same spec as plans only (build/sweep --plan-only): nothing is launched
+plan: deps
+	$(MAKE) all
+	$(BUILD)/sweep $(SWEEP) --plan-only
 
 # ---- fuzzing and static analysis (README: "Bad input") ------------------------------------------------
 # Install one tool's Debian package when it is missing (root), else say what to run.
