@@ -126,3 +126,4 @@ clean:
 	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/tests/*.d)
