@@ -33,8 +33,8 @@ expect_exit() {
 }
 # Python checks in the suites print "ok NAME" / "FAIL NAME: why" / "skip NAME: why" on stdout. Every
 # call of /usr/bin/python3 in a suite goes through this function: those lines are passed on through
-# ok/fail/skip (so they reach the result channel), other output is passed through unchanged, and a
-# Python exception becomes a FAIL line (a check that raises can never vanish silently).
+# ok/fail/skip (so they reach the result channel), other output is passed through unchanged, and an
+# exception in a check script becomes a FAIL line (a check that raises can never vanish silently).
 /usr/bin/python3() {
   local out err rc line
   out=$(mktemp); err=$(mktemp)
@@ -48,7 +48,9 @@ expect_exit() {
     esac
   done < "$out"
   cat "$err" >&2
-  if grep -q '^Traceback ' "$err"; then
+  # a script (heredoc "-" or a file) is a check: its exception is a FAIL; a "-c" one-liner is a
+  # predicate whose exit status the caller tests (and may poll), so its exception is only a status
+  if [ "${1:-}" != -c ] && grep -q '^Traceback ' "$err"; then
     fail "python_exception_${BASH_SOURCE[1]##*/}_line_${BASH_LINENO[0]}" "$(tail -1 "$err" | head -c 300)"
   fi
   rm -f "$out" "$err"
