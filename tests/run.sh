@@ -10,7 +10,8 @@
 # too (add new tests there). A test marked may-skip there may skip all its checks (no GPU, sanitizer
 # build); the closing line names every test that skipped everything.
 # Environment: BUILD (default build), ONLY=substring to run a subset (an ONLY that matches no test
-# fails). Writes $BUILD/test-logs/NAME.log, NAME.results and summary.tsv (name ok failed skipped).
+# fails); MANIFEST and SUITE_DIR (default tests/expected.txt, tests) for the runner's own test.
+# Writes $BUILD/test-logs/NAME.log, NAME.results and summary.tsv (name ok failed skipped).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -35,7 +36,7 @@ done < "$MANIFEST"
 
 tests=()
 for t in "$BUILD"/tests/*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done
-for t in tests/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
+for t in "${SUITE_DIR:-tests}"/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
 allskip=()
 ran=0
 for t in "${tests[@]}"; do
