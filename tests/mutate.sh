@@ -65,7 +65,7 @@ mut 'RoPE wrong only from position 32 on' \
     't_reference'
 mut 'grad norm counting replicated norm weights on every TP rank' \
     'fsdp_grad_sumsq\(&M->fsdp, M->mesh\.tp_rank == 0\)' \
-    'fsdp_grad_sumsq(\&M->fsdp, 1)' \
+    'fsdp_grad_sumsq(&M->fsdp, 1)' \
     'core/*.c' \
     'test_optim t_reference'
 mut 'vocab-parallel loss: pad logits not masked in the sum of exponentials' \
