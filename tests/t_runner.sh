@@ -20,7 +20,7 @@ printf '#!/usr/bin/env bash\nsource %q/tests/lib.sh\nok s1\n/usr/bin/python3 - <
 runner() { # OUT MANIFEST-LINES... : runs tests/run.sh on the scratch tests; returns its status
   local out=$1; shift
   printf '%s\n' "$@" > "$T/manifest"
-  ( unset MESHSWEEP_TEST_RESULTS; BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/manifest" bash tests/run.sh ) > "$T/$out" 2>&1
+  ( unset MESHSWEEP_TEST_RESULTS ONLY; BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/manifest" bash tests/run.sh ) > "$T/$out" 2>&1
 }
 closing() { tail -1 "$T/$1"; }
 # everything as listed: passes, counterfeit lines not counted (a 3 + b 1 + s 2 = 6 ok)
@@ -44,7 +44,7 @@ runner skip.out "a_good 3" "b_printer 1" "c_skipper 2" "t_suite.sh 2"; rc=$?
 [ $rc -ne 0 ] && grep -q 'FAIL c_skipper: skipped every check' "$T/skip.out" && ok runner_fails_unexpected_all_skip \
   || fail runner_fails_unexpected_all_skip "exit $rc: $(closing skip.out)"
 # ONLY matching nothing
-( unset MESHSWEEP_TEST_RESULTS; printf 'a_good 3\n' > "$T/m1"; ONLY=no_such_test BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/m1" \
+( unset MESHSWEEP_TEST_RESULTS ONLY; printf 'a_good 3\n' > "$T/m1"; ONLY=no_such_test BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/m1" \
   bash tests/run.sh ) > "$T/only.out" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "FAIL run: no test matches ONLY='no_such_test'" "$T/only.out" && ok runner_fails_only_matching_nothing \
   || fail runner_fails_only_matching_nothing "exit $rc: $(closing only.out)"
