@@ -92,6 +92,7 @@ else
     json_ok "$D/runs/$m.json" 'd["schema"]=="meshsweep.run/1" and d["status"]=="ok" and all(k in d for k in ("mesh","batch_size","global_batch","steps","eval","summary","memory","config")) and len(d["steps"])>0 and d["summary"]["tok_s"]>0' || bad="$bad $m"
   done
   [ -z "$bad" ] && ok sweep_smoke_records || fail sweep_smoke_records "bad or failed records:$bad"
+  bad=""
   for f in "$D"/runs/*.json; do json_ok "$f" 'isinstance(d, dict)' || bad="$bad $f"; done
   [ -z "$bad" ] && ok sweep_smoke_all_json_valid || fail sweep_smoke_all_json_valid "invalid:$bad"
   check sweep_smoke_spec_copy json_ok "$D/spec.json" 'd == json.load(open("sweeps/smoke.json"))'
@@ -116,7 +117,8 @@ else
   for m in $meshes; do
     tp=${m#*x}
     "$TRAIN" --plan --world 4 --tp "$tp" --batch-size max --mem-budget "$(json_get sweeps/smoke.json 'd["mem_budget"]')" \
-      --model tiny --seq-len "$(json_get sweeps/smoke.json 'd["seq_len"]')" --backend cpu --out "$T/plan-$m.json" >/dev/null 2>&1
+      --model tiny --seq-len "$(json_get sweeps/smoke.json 'd["seq_len"]')" --backend cpu --out "$T/plan-$m.json" >/dev/null 2>&1 \
+      || bad="$bad $m:plan-exit-$?"
     want=$(json_get "$T/plan-$m.json" 'd["batch_size"]')
     got=$(json_get "$D/runs/$m.json" 'd["batch_size"]')
     [ "$want" = "$got" ] || bad="$bad $m:plan=$want,sweep=$got"
