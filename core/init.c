@@ -93,6 +93,6 @@ int init_threads(void) {
     int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (!local) local = env_int("MPI_LOCALNRANKS");
     if (!local) local = env_int("SLURM_NTASKS_PER_NODE");
-    if (local > 1 && n >= local) n /= local;
+    if (local > 1) n = n >= local ? n / local : 1;
     return n < 1 ? 1 : n;
 }
