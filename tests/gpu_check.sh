@@ -8,6 +8,8 @@
 #                 `binaries`: the carried programs exist and resolve every library
 #   cuda_kernels  build/tests/test_cuda_kernels: every ops_cuda op against the CPU reference
 #   cuda_bf16     build/tests/test_cuda_bf16: every ops_cuda_bf16 op against the CPU reference
+#   init_1b       the host side: llama3.2-1b's owned slices at 1x1 initialised by build/initbench
+#                 (threads, wall and CPU seconds; design 4.2, core/init.c)
 #   cpu_vs_cuda   1 rank, fp32: the same run on --backend cpu and cuda gives the same losses (run_gpu.sh)
 #   bench_1b      llama3.2-1b 1x1 bf16, seq 2048, --mem-budget auto: tok/s, MFU, step ms, tracked peak,
 #                 device memory
@@ -110,7 +112,7 @@ row env ok $(( $(date +%s) - s )) "${gpu_line:-no GPU ($gpu_why)}; $(nproc) core
 # ---- build (source tree) or the carried binaries (kit)
 if [ "$prebuilt" = 1 ]; then
   s=$(date +%s); missing=""
-  for b in "$BUILD/train" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16"; do
+  for b in "$BUILD/train" "$BUILD/initbench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16"; do
     if [ ! -x "$b" ]; then missing="$missing $b(absent)"
     else nf=$(ldd "$b" 2>&1 | awk '/not found/ { printf "%s ", $1 }'); [ -z "$nf" ] || missing="$missing $b(not found: $nf)"; fi
   done
@@ -135,6 +137,16 @@ cuda_test() { # NAME BINARY
 }
 cuda_test cuda_kernels test_cuda_kernels
 cuda_test cuda_bf16 test_cuda_bf16
+
+# ---- initialisation of llama3.2-1b's owned slices at 1x1 on this host (what bench_1b waits for first)
+if gate init_1b; then
+  run init_1b 20 60 "$BUILD/initbench" --model llama3.2-1b
+  read -r ie iw ic ins <<< "$(grep -v '^#' "$OUT_DIR/init_1b.log" 2>/dev/null | tail -n 1)"
+  ith=$(sed -n 's/.*, \([0-9]*\) threads$/\1/p' "$OUT_DIR/init_1b.log" 2>/dev/null)
+  if [ "$rc" -eq 0 ] && [ -z "${iw:-}" ]; then row init_1b FAIL "$secs" "no timing line"
+  else verdict init_1b "${ie:-?} elements in ${iw:-?} s wall, ${ic:-?} s CPU, ${ith:-?} threads" \
+    "elements=${ie:-};wall_s=${iw:-};cpu_s=${ic:-};cpu_ns_per_element=${ins:-};threads=${ith:-}"; fi
+fi
 
 # ---- 1 rank, cpu vs cuda (the engine end to end)
 if gate cpu_vs_cuda; then
