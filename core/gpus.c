@@ -9,9 +9,13 @@
  * before) + NCCL buffers of a TP and a DP communicator. A run on the device measures its own overhead
  * (`--mem-budget auto`); the table serves `--plan --gpu NAME` where no device is at hand. */
 #include "core/gpus.h"
+#include "core/config.h"
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 #define MiB (1024ull * 1024ull)
 #define GIB_CENTI(x) ((uint64_t)(x) * 1024ull * 1024ull * 1024ull / 100ull) /* x hundredths of a GiB */
@@ -104,3 +108,77 @@ void gpus_warm_runtime(const ops_t *ops) {
 }
 
 int gpus_is_auto(const char *s) { return s && !strcasecmp(s, "auto"); }
+
+int gpus_resolve_budget(const char *mem_budget, const char *mem_reserve, const char *gpu, int plan, int cuda,
+                        gpus_budget *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->reserve = GPUS_DEFAULT_RESERVE_BYTES;
+    char names[128];
+    gpus_names(names, sizeof names);
+    if (gpu && !(out->gpu = gpus_find(gpu))) {
+        snprintf(err, errlen, "--gpu '%s' is not a known device (known: %s)", gpu, names);
+        return -1;
+    }
+    int is_auto = gpus_is_auto(mem_budget);
+    if (mem_reserve) {
+        if (parse_size(mem_reserve, &out->reserve)) {
+            snprintf(err, errlen, "--mem-reserve '%s' is not a size (examples: 512MiB, 1GiB)", mem_reserve);
+            return -1;
+        }
+        if (!is_auto && !out->gpu) {
+            snprintf(err, errlen, "--mem-reserve applies only with --mem-budget auto or --gpu NAME");
+            return -1;
+        }
+    }
+    if (mem_budget && !is_auto) {
+        if (parse_size(mem_budget, &out->budget) || out->budget == 0) {
+            snprintf(err, errlen, "--mem-budget '%s' is not a size or auto (examples: 96MiB, 80GB, 80GiB, auto)", mem_budget);
+            return -1;
+        }
+        if (out->gpu) {
+            snprintf(err, errlen, "--mem-budget %s and --gpu %s are two budgets: give one (--gpu plans against "
+                     "what that device holds)", mem_budget, gpu);
+            return -1;
+        }
+        return 0;
+    }
+    if (plan) {
+        if (is_auto && !out->gpu) {
+            snprintf(err, errlen, "--plan --mem-budget auto needs --gpu NAME (no device is measured in a plan; known: %s)", names);
+            return -1;
+        }
+        if (out->gpu) return gpus_plan_budget(out->gpu, out->reserve, &out->budget, err, errlen);
+        return 0;
+    }
+    if ((is_auto || out->gpu) && !cuda) {
+        snprintf(err, errlen, "%s needs --backend cuda (or --plan --gpu NAME to plan for a GPU)",
+                 is_auto ? "--mem-budget auto" : "--gpu");
+        return -1;
+    }
+    out->is_auto = is_auto || out->gpu != NULL;
+    return 0;
+}
+
+int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
+                        size_t errlen) {
+    memset(m, 0, sizeof *m);
+#ifdef MESHSWEEP_CUDA
+    gpus_warm_runtime(ops);
+    size_t f = 0, t = 0;
+    cuda_mem_info(&f, &t);
+    gpus_device_mem d;
+    if (gpus_auto_budget(t, f, b->reserve, &d, err, errlen)) {
+        if (!b->is_auto) { *m = d; return 0; } /* a fixed budget: only the figures are wanted */
+        *m = d;
+        return -1;
+    }
+    if (ranks_per_gpu > 1) d.budget /= (uint64_t)ranks_per_gpu;
+    *m = d;
+    if (b->is_auto) b->budget = d.budget;
+    return 0;
+#else
+    (void)ops; (void)ranks_per_gpu; (void)b;
+    snprintf(err, errlen, "--mem-budget auto: no CUDA in this build");
+    return -1;
+#endif
+}

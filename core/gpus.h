@@ -46,4 +46,25 @@ int gpus_auto_budget(uint64_t total, uint64_t free_b, uint64_t reserve, gpus_dev
 void gpus_warm_runtime(const ops_t *ops);
 /* "auto" (any case) as a --mem-budget value */
 int gpus_is_auto(const char *s);
+
+/* The budget options of a program, resolved and checked (one line in err on bad usage, exit 2):
+ *   --mem-budget SIZE | auto, --mem-reserve SIZE (default 1 GiB), --gpu NAME.
+ * With --plan: --gpu NAME plans against that device (budget = usable − overhead − reserve);
+ * `auto` needs --gpu there; SIZE and --gpu together are refused (two budgets). On a CUDA run:
+ * `auto` (or --gpu without --mem-budget) measures the device once it is set up (is_auto = 1,
+ * budget 0 until gpus_measure_device fills it). On CPU: neither `auto` nor --gpu. */
+typedef struct gpus_budget {
+    uint64_t budget, reserve;
+    int is_auto;              /* the budget comes from the device at run time */
+    const gpu_spec *gpu;      /* --gpu NAME, or NULL */
+} gpus_budget;
+int gpus_resolve_budget(const char *mem_budget, const char *mem_reserve, const char *gpu, int plan, int cuda,
+                        gpus_budget *out, char *err, size_t errlen);
+/* On the device, once context, cuBLAS and NCCL exist: warms the compute libraries (gpus_warm_runtime),
+ * reads free/total and, when b->is_auto, sets b->budget = (free − reserve) / ranks_per_gpu (ranks that
+ * share one GPU share its free memory). Fills *m either way (runtime overhead = total − free).
+ * -1 with a reason when the device cannot be read or nothing is left. CUDA builds only do the reading;
+ * elsewhere it reports "no CUDA in this build". */
+int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
+                        size_t errlen);
 #endif

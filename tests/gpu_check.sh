@@ -216,9 +216,9 @@ for p in sys.argv[1:]:
         figs.append(f"{n}_tracked_bytes={m.get('peak')}")
     if n == "bench_1b":
         d = m.get("device") or {}
-        if any(k not in d for k in ("used", "runtime_overhead")) or not m.get("budget"):
-            bad.append(f"bench_1b: record lacks memory.budget or memory.device.{{used,runtime_overhead}} (device: {d})")
-        elif d["used"] > m["budget"] + d["runtime_overhead"]:
+        if any(k not in d for k in ("used_at_end", "runtime_overhead")) or not m.get("budget"):
+            bad.append(f"bench_1b: record lacks memory.budget or memory.device.{{used_at_end,runtime_overhead}} (device: {d})")
+        elif d["used_at_end"] > m["budget"] + d["runtime_overhead"]:
             bad.append(f"bench_1b: device in use {d['used']} B > budget {m['budget']} + runtime overhead {d['runtime_overhead']} B")
         else:
             figs += [f"device_used_bytes={d['used']}", f"budget_bytes={m['budget']}", f"runtime_overhead_bytes={d['runtime_overhead']}"]

@@ -48,6 +48,43 @@ int main(void) {
     CHECK(gpus_auto_budget(0, 0, GiB, &m, err, sizeof err) == -1, "gpus_auto_budget_no_device_memory", "accepted");
     CHECK(gpus_is_auto("auto") && gpus_is_auto("AUTO") && !gpus_is_auto("80GiB") && !gpus_is_auto(NULL),
           "gpus_is_auto", "wrong");
+    /* option resolution: --mem-budget SIZE|auto, --mem-reserve, --gpu, in plan / CUDA run / CPU run */
+    gpus_budget r;
+    const gpu_spec *h = gpus_find("h100-80gb");
+    uint64_t hb = h->usable_bytes - h->overhead_bytes - GPUS_DEFAULT_RESERVE_BYTES;
+    CHECK(gpus_resolve_budget(NULL, NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb && r.gpu == h && !r.is_auto,
+          "gpus_resolve_plan_gpu", "%llu vs %llu: %s", (unsigned long long)r.budget, (unsigned long long)hb, err);
+    CHECK(gpus_resolve_budget("auto", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb,
+          "gpus_resolve_plan_gpu_auto_same", "%llu", (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget(NULL, "2GiB", "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb - GiB && r.reserve == 2 * GiB,
+          "gpus_resolve_plan_gpu_reserve", "%llu", (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget("auto", NULL, NULL, 1, 0, &r, err, sizeof err) == -1 && strstr(err, "--gpu"),
+          "gpus_resolve_plan_auto_needs_gpu", "'%s'", err);
+    CHECK(gpus_resolve_budget("80GB", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "two budgets"),
+          "gpus_resolve_size_and_gpu_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget("auto", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
+          "gpus_resolve_auto_on_cpu_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget(NULL, NULL, "a100-40gb", 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
+          "gpus_resolve_gpu_on_cpu_run_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget("auto", "512MiB", NULL, 0, 1, &r, err, sizeof err) == 0 && r.is_auto && r.budget == 0 &&
+          r.reserve == 512ull << 20, "gpus_resolve_auto_on_cuda_measures", "auto %d budget %llu", r.is_auto, (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget(NULL, NULL, "h200-141gb", 0, 1, &r, err, sizeof err) == 0 && r.is_auto,
+          "gpus_resolve_gpu_on_cuda_run_is_auto", "%d", r.is_auto);
+    CHECK(gpus_resolve_budget("96MiB", NULL, NULL, 0, 0, &r, err, sizeof err) == 0 && r.budget == 96ull << 20 && !r.is_auto,
+          "gpus_resolve_size", "%llu", (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget("96MiB", "1GiB", NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--mem-reserve"),
+          "gpus_resolve_reserve_without_auto_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget("auto", "lots", NULL, 0, 1, &r, err, sizeof err) == -1 && strstr(err, "'lots'"),
+          "gpus_resolve_bad_reserve", "'%s'", err);
+    CHECK(gpus_resolve_budget("0", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "auto"),
+          "gpus_resolve_bad_size_names_auto", "'%s'", err);
+    CHECK(gpus_resolve_budget(NULL, NULL, "v100", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "h200-141gb"),
+          "gpus_resolve_unknown_gpu_lists_known", "'%s'", err);
+#ifndef MESHSWEEP_CUDA
+    gpus_device_mem dm;
+    CHECK(gpus_measure_device(&ops_cpu, 1, &r, &dm, err, sizeof err) == -1, "gpus_measure_without_cuda_build", "accepted");
+#endif
+
     /* the warm-up belongs to the runtime's overhead, not to the tracked bytes the budget caps */
     mem_init(&ops_cpu, 0, 0);
     gpus_warm_runtime(&ops_cpu);
