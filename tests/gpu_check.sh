@@ -162,7 +162,7 @@ if gate bench_1b; then
     --steps 10 --data synthetic --warmup-steps-excluded 3 --log-every 1 --mem-budget auto --out "$OUT_DIR/bench_1b.json"
   f=$OUT_DIR/bench_1b.json
   tok=$(jget "$f" 'r["summary"]["tok_s"]'); mfu=$(jget "$f" 'r["summary"]["mfu"]'); ms=$(jget "$f" 'r["summary"]["step_ms_median"]')
-  peak=$(jget "$f" 'r["memory"]["peak"]'); dused=$(jget "$f" 'r["memory"]["device"]["used"]'); dtot=$(jget "$f" 'r["memory"]["device"]["total"]')
+  peak=$(jget "$f" 'r["memory"]["peak"]'); dused=$(jget "$f" 'r["memory"]["device"]["used_at_end"]'); dtot=$(jget "$f" 'r["memory"]["device"]["total"]')
   if [ "$rc" -eq 0 ] && [ -z "$tok" ]; then row bench_1b FAIL "$secs" "exit 0 but the record has no summary.tok_s"
   else verdict bench_1b "tok/s ${tok:-?}  MFU ${mfu:-?}  step ${ms:-?} ms  tracked peak ${peak:-?} B  device ${dused:-?}/${dtot:-?} B" \
     "tok_s=$tok;mfu=$mfu;step_ms=$ms;peak_tracked_bytes=$peak;device_used_bytes=$dused;device_total_bytes=$dtot"; fi
