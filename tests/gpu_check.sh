@@ -219,9 +219,9 @@ for p in sys.argv[1:]:
         if any(k not in d for k in ("used_at_end", "runtime_overhead")) or not m.get("budget"):
             bad.append(f"bench_1b: record lacks memory.budget or memory.device.{{used_at_end,runtime_overhead}} (device: {d})")
         elif d["used_at_end"] > m["budget"] + d["runtime_overhead"]:
-            bad.append(f"bench_1b: device in use {d['used']} B > budget {m['budget']} + runtime overhead {d['runtime_overhead']} B")
+            bad.append(f"bench_1b: device in use {d['used_at_end']} B > budget {m['budget']} + runtime overhead {d['runtime_overhead']} B")
         else:
-            figs += [f"device_used_bytes={d['used']}", f"budget_bytes={m['budget']}", f"runtime_overhead_bytes={d['runtime_overhead']}"]
+            figs += [f"device_used_bytes={d['used_at_end']}", f"budget_bytes={m['budget']}", f"runtime_overhead_bytes={d['runtime_overhead']}"]
 print("FIGURES " + ";".join(figs))
 for b in bad: print("BAD " + b)
 PY
