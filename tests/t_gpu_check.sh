@@ -102,6 +102,53 @@ for m in mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1; do want "$m" FAIL 'exit'; done
 want plan FAIL 'missing|lacks|planned'
 if json_ok "$O" 13 1 2> "$T/j.err"; then ok gpu_check_injected_summary_json; else fail gpu_check_injected_summary_json "$(tail -n 1 "$T/j.err")"; fi
 
+# ---- every program replaced by a fake that passes and writes a record: the ok paths read the right
+# figures, and a plan that differs from the measured bytes or a device over budget + overhead is FAIL
+F=$T/okbuild; mkdir -p "$F/tests"
+cat > "$F/train" <<'SH'
+#!/bin/bash
+out=""; steps=6
+while [ $# -gt 0 ]; do case "$1" in --out) out=$2; shift;; --steps) steps=$2; shift;; esac; shift; done
+planned=800; used=1500
+[ "${FAKE:-}" = planbad ] && planned=801
+[ "${FAKE:-}" = devbad ] && used=1601
+st=$(for i in $(seq 1 "$steps"); do printf '%s{"step": %d, "loss": 2.5}' "$([ "$i" -gt 1 ] && echo ,)" "$i"; done)
+[ -n "$out" ] && cat > "$out.$$" <<JSON && mv "$out.$$" "$out"
+{"status": "ok", "steps": [$st], "summary": {"tok_s": 1234.5, "mfu": 0.41, "step_ms_median": 99.5, "final_loss": 2.5},
+ "memory": {"budget": 1000, "peak": 800, "by_category": {"params": 800},
+            "planned": {"peak": $planned, "by_category": {"params": $planned}},
+            "device": {"total": 5000, "used_at_end": $used, "runtime_overhead": 600}}}
+JSON
+exit 0
+SH
+printf '#!/bin/sh\necho "ok   op_a"; echo "ok   op_b"\n' > "$F/tests/test_cuda_kernels"
+cp "$F/tests/test_cuda_kernels" "$F/tests/test_cuda_bf16"
+printf '#!/bin/sh\necho "# model llama3.2-1b, rank 0 of 1x1, 16 threads"; echo "# owned_elems wall_s cpu_s cpu_ns_elem"; echo "  1498482688 4.900 75.100 50.12"\n' > "$F/initbench"
+chmod +x "$F/train" "$F/initbench" "$F/tests/"*
+O=$T/all_ok
+OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/all_ok.out" 2>&1; rc=$?
+check gpu_check_fake_ok_exit_0 [ "$rc" -eq 0 ]
+bad=""
+for s in "${GPU_STEPS[@]}"; do [ "$(status "$s" "$O")" = ok ] || bad="$bad $s=$(status "$s" "$O")"; done
+[ -z "$bad" ] && ok gpu_check_fake_ok_every_step_ok || fail gpu_check_fake_ok_every_step_ok "$bad $(grep -v '^ok' "$O/summary.txt" | head -n 3)"
+if python3 - "$O/summary.json" <<'PY' 2> "$T/j.err"
+import json, sys
+s = {x["step"]: x for x in json.load(open(sys.argv[1]))["steps"]}
+b, p, i = s["bench_1b"]["figures"], s["plan"]["figures"], s["init_1b"]["figures"]
+assert b["tok_s"] == 1234.5 and b["mfu"] == 0.41 and b["step_ms"] == 99.5 and b["peak_tracked_bytes"] == 800, b
+assert b["device_used_bytes"] == 1500 and b["device_total_bytes"] == 5000, b
+assert p["runtime_overhead_bytes"] == 600 and p["budget_bytes"] == 1000 and p["bench_1b_tracked_bytes"] == 800, p
+assert i["wall_s"] == 4.9 and i["threads"] == 16 and i["elements"] == 1498482688, i
+assert s["mesh_2x4"]["figures"]["final_loss"] == 2.5 and s["env"]["figures"]["gpu"] == "NVIDIA H200", s["env"]
+PY
+then ok gpu_check_fake_ok_figures_in_summary_json; else fail gpu_check_fake_ok_figures_in_summary_json "$(tail -n 1 "$T/j.err")"; fi
+for mode in planbad devbad; do
+  O=$T/$mode
+  FAKE=$mode OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/$mode.out" 2>&1; rc=$?
+  if [ "$rc" -eq 1 ] && [ "$(status plan "$O")" = FAIL ] && [ "$(status bench_1b "$O")" = ok ]; then ok "gpu_check_fake_${mode}_plan_fail"
+  else fail "gpu_check_fake_${mode}_plan_fail" "exit $rc, plan $(status plan "$O"): $(note plan "$O")"; fi
+done
+
 # ---- the budget spent before the GPU steps: not started, said so, and not a failure
 O=$T/no_time
 OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_BUDGET_S=5 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 GPU_CHECK_T0=$(( $(date +%s) - 60 )) \
