@@ -95,8 +95,9 @@ void gpus_warm_runtime(const ops_t *ops) {
     if (!ops || !ops->dev_alloc || !ops->matmul_forward) return;
     /* 16x16 of 4-byte elements covers both the fp32 and the bf16 tables (2-byte elements) */
     enum { N = 16 };
-    float *a = ops->dev_alloc(N * N * 4), *w = ops->dev_alloc(N * N * 4), *o = ops->dev_alloc(N * N * 4);
-    float *dw = ops->dev_alloc(N * N * 4), *din = ops->dev_alloc(N * N * 4);
+    const size_t bytes = (size_t)N * N * 4;
+    float *a = ops->dev_alloc(bytes), *w = ops->dev_alloc(bytes), *o = ops->dev_alloc(bytes);
+    float *dw = ops->dev_alloc(bytes), *din = ops->dev_alloc(bytes);
     float zero[N * N] = {0};
     ops->from_host(a, zero, sizeof zero); ops->from_host(w, zero, sizeof zero);
     ops->from_host(dw, zero, sizeof zero); ops->from_host(din, zero, sizeof zero);
