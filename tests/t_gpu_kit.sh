@@ -94,5 +94,11 @@ l2=$(grep -o '"loss": *[-0-9.eE+]*' "$T/r2.json" | tail -n 1 | sed 's/.*: *//')
 if [ -n "$l1" ] && [ -n "$l2" ] && awk -v a="$l1" -v b="$l2" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d < 1e-4) }'; then
   ok gpu_kit_2_ranks_same_loss
 else echo "FAIL gpu_kit_2_ranks_same_loss: 1 rank ${l1:-none}, 2 ranks ${l2:-none}"; fi
+# the one command end to end (no GPU here: every GPU step must say so, and the exit is 0)
+GPU_CHECK_NVIDIA_SMI=$T/no-nvidia-smi timeout 300 bash "$KIT/run.sh" "$T/check" > "$T/run.log" 2>&1; rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^binaries *ok' "$T/check/summary.txt" && grep -q '^cuda library: libcublas' "$T/run.log" \
+   && [ "$(grep -c ' skip .*no GPU' "$T/check/summary.txt")" -ge 10 ] && [ -s "$T/check/summary.json" ]; then
+  ok gpu_kit_run_sh_end_to_end_without_gpu
+else echo "FAIL gpu_kit_run_sh_end_to_end_without_gpu: exit $rc: $(tail -n 5 "$T/run.log" | tr '\n' ' ' | cut -c1-400)"; fi
 SH
 unshare -m bash "$T/inside.sh" "$T" "$KIT" "$BUILD"
