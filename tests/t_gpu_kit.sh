@@ -35,6 +35,14 @@ done
 n_debs=$(ls "$KIT"/debs/*.deb | wc -l)
 check gpu_kit_one_deb_per_package [ "$n_debs" -eq "$(grep -c = "$KIT/debs/LIST")" ]
 
+check gpu_kit_records_glibc_min grep -qE '^2\.[0-9]+$' "$KIT/glibc-min"
+# a machine with an older glibc gets one clear line before anything is unpacked
+cp -r "$KIT" "$T/oldkit" && echo 9.99 > "$T/oldkit/glibc-min"
+KIT_PREFIX=$T/never bash "$T/oldkit/run.sh" "$T/oldcheck" > "$T/old.log" 2>&1; rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'older than the 9.99' "$T/old.log" && [ ! -e "$T/never" ]; then ok gpu_kit_refuses_older_glibc
+else fail gpu_kit_refuses_older_glibc "exit $rc: $(head -c 300 "$T/old.log")"; fi
+rm -rf "$T/oldkit"
+
 # files to hide: every regular file the kit's packages installed here (docs aside)
 : > "$T/hide"
 while IFS='=' read -r p _; do

@@ -9,6 +9,7 @@
 #        binaries need beyond libc, libstdc++, libgcc and CUDA, fetched with `apt-get download`
 #   setup.sh, run.sh                                              unpack + environment; the one command
 #   cuda-sonames                                                  the CUDA libraries the binaries ask for
+#   glibc-min                                                     the newest glibc symbol version they need
 #
 # The package list is derived, not kept by hand: ldd of the binaries (and of every ELF file of every
 # package taken, so Open MPI's plugins and helpers bring theirs), each resolved library mapped to its
@@ -104,6 +105,16 @@ while IFS='=' read -r p v; do
   [ -n "$f" ] || die "no .deb for $p after apt-get download"
   cp "$f" "$KIT.tmp/debs/"
 done < "$KIT.tmp/debs/LIST"
+
+# the newest glibc symbol version any carried ELF file needs (Debian 12's libevent wants 2.36):
+# run.sh compares it with the machine's before anything else
+mkdir -p "$KIT.tmp/x"
+for d in "$KIT.tmp"/debs/*.deb; do dpkg -x "$d" "$KIT.tmp/x"; done
+find "$KIT.tmp/x" "$KIT.tmp/tree/build" -type f | while read -r f; do
+  if head -c 4 "$f" | grep -q ELF; then objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' || true; fi
+done | sed 's/GLIBC_//' | sort -uV | tail -n 1 > "$KIT.tmp/glibc-min"
+rm -rf "$KIT.tmp/x"
+[ -s "$KIT.tmp/glibc-min" ] || die "could not read the glibc versions the kit needs (objdump missing?)"
 
 bytes=$(du -sb "$KIT.tmp" | cut -f1)
 [ "$bytes" -le "$MAX_BYTES" ] || die "kit is $bytes bytes, more than 48 MiB"

@@ -11,6 +11,12 @@ OUT_DIR=${1:-build/gpu-check}
 mkdir -p "$OUT_DIR" || { echo "run.sh: cannot create $OUT_DIR" >&2; exit 1; }
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 KIT=$(cd "$(dirname "$0")" && pwd)
+# Debian 12's libraries need a glibc at least as new as theirs (libevent: 2.36; Ubuntu 22.04 has 2.35)
+need=$(cat "$KIT/glibc-min" 2>/dev/null); have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
+if [ -n "$need" ] && [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
+  echo "run.sh: this machine's glibc $have is older than the $need the kit's Debian 12 libraries need (Debian 12, Ubuntu 24.04 or newer)" >&2
+  exit 1
+fi
 # shellcheck source=/dev/null
 . "$KIT/setup.sh" > "$OUT_DIR/setup.log" 2>&1; rc=$?
 cat "$OUT_DIR/setup.log"
