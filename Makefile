@@ -26,6 +26,7 @@ ifneq ($(CUDA_SRCS),)
   CFLAGS += -DMESHSWEEP_CUDA -I$(CUDA_HOME)/include
   NVCCFLAGS := -O2 -std=c++17 -DMESHSWEEP_CUDA -I. -I$(CUDA_HOME)/include \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+    -gencode arch=compute_90,code=compute_90 \
     -Xcompiler -Wall,-Wextra,-fPIC $(shell mpicc --showme:compile)
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
@@ -37,7 +38,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan clean fuzz lint
+.PHONY: all deps data test test-gpu sweep plan clean fuzz lint gpu-kit
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -78,6 +79,11 @@ test: deps
 
 test-gpu: all
 	BUILD=$(BUILD) bash tests/run_gpu.sh
+
+# `make gpu-kit`: the binaries + the Debian runtime packages they need, for a bare CUDA machine
+# (README: "Running on a GPU machine that lacks the packages"); tests/t_gpu_kit.sh checks it.
+gpu-kit: all
+	BUILD=$(BUILD) bash tests/gpu_kit/make_kit.sh
 
 SWEEP ?= sweeps/default.json
 sweep: deps
