@@ -179,7 +179,7 @@ static void chart_vars(const sweep_report_ctx *c, const chart *ch, const char *f
     sweep_sbuf b = {0};
     sweep_sb_printf(&b, "fmt='%s'; out='.%s.%s.tmp'; name='%s'; world=%d; n=%d; mode='%s'; budget='%s'; budget_mib=%.4f; ",
               fmt, ch->out, fmt, s->name, s->world, c->n, s->batch_mode == SWEEP_BATCH_MAX ? "max" : "fixed",
-              s->mem_budget ? s->mem_budget : "", s->mem_budget ? (double)s->mem_budget_bytes / MiB : -1.0);
+              s->mem_budget ? s->mem_budget : "", s->mem_budget_bytes ? (double)s->mem_budget_bytes / MiB : -1.0);
     sweep_sb_printf(&b, "xaxis='%s'; meshes='", strcmp(ch->out, "loss_tokens") == 0 ? "tokens"
                                                  : strcmp(ch->out, "loss_time") == 0 ? "time" : "step");
     int k = 0;

@@ -385,7 +385,7 @@ int sweep_write_summary_json(const sweep_report_ctx *c, char *err, size_t el) {
     json_object_set_new(root, "seq_len", json_integer(s->seq_len));
     json_object_set_new(root, "steps", json_integer(s->steps));
     json_object_set_new(root, "mem_budget", s->mem_budget ? json_string(s->mem_budget) : json_null());
-    json_object_set_new(root, "mem_budget_bytes", s->mem_budget ? json_integer((json_int_t)s->mem_budget_bytes)
+    json_object_set_new(root, "mem_budget_bytes", s->mem_budget_bytes ? json_integer((json_int_t)s->mem_budget_bytes)
                                                                  : json_null());
     json_object_set_new(root, "target_loss", num_or_null(target));
     json_object_set_new(root, "target_loss_from", json_string(s->target_loss > 0 ? "spec" : "highest final loss"));

@@ -347,8 +347,10 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (get_num(root, "lr", 0.0, 1, &s->lr, err, el)) return -1;
     if (json_object_get(root, "mem_budget")) {
         if (get_str(root, "mem_budget", &s->mem_budget, err, el)) return -1;
-        if (parse_size(s->mem_budget, &s->mem_budget_bytes) != 0 || s->mem_budget_bytes == 0) {
-            errmsg_set(err, el, "mem_budget: \"%.40s\" is not a size (e.g. \"96MiB\", \"80GB\", \"80GiB\")",
+        /* "auto" (CUDA: the device's free memory less the reserve, resolved by train) has no bytes here */
+        if (strcmp(s->mem_budget, "auto") != 0 &&
+            (parse_size(s->mem_budget, &s->mem_budget_bytes) != 0 || s->mem_budget_bytes == 0)) {
+            errmsg_set(err, el, "mem_budget: \"%.40s\" is not a size (e.g. \"96MiB\", \"80GB\", \"80GiB\") or \"auto\"",
                     s->mem_budget);
             return -1;
         }
@@ -371,6 +373,10 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
             errmsg_set(err, el, "backend: expected \"cpu\" or \"cuda\", got \"%.40s\"", s->backend);
             return -1;
         }
+    }
+    if (s->mem_budget && strcmp(s->mem_budget, "auto") == 0 && strcmp(s->backend, "cuda") != 0) {
+        errmsg_set(err, el, "mem_budget: \"auto\" needs \"backend\": \"cuda\" (it is the device's free memory)");
+        return -1;
     }
     if (json_object_get(root, "launcher")) {
         if (get_str_array(root, "launcher", 0, &s->launcher, &s->n_launcher, err, el)) return -1;

@@ -33,7 +33,7 @@ typedef struct sweep_spec {
     int seq_len, steps;
     double lr;
     const char *mem_budget;     /* as written ("96MiB"); NULL when absent */
-    uint64_t mem_budget_bytes;  /* 0 when absent */
+    uint64_t mem_budget_bytes;  /* 0 when absent or "auto" (resolved by train on the device) */
     int batch_mode;             /* enum sweep_batch_mode */
     int global_batch;           /* SWEEP_BATCH_GLOBAL only */
     const char *data, *eval_data;  /* eval_data NULL when absent */

@@ -227,6 +227,20 @@ static void test_errors(void) {
     expect_key_error("err_mem_budget_number", "mem_budget", "96", "mem_budget:");
     expect_key_error("err_mem_budget_zero", "mem_budget", "\"0MiB\"", "mem_budget:");
     expect_key_error("err_max_needs_budget", "mem_budget", NULL, "mem_budget: required");
+    expect_key_error("err_mem_budget_auto_needs_cuda", "mem_budget", "\"auto\"", "mem_budget: \"auto\" needs");
+    {   /* "auto" on CUDA: accepted, no bytes known to the runner, passed on to train as written */
+        char *t = spec_with("mem_budget", "\"auto\"");
+        json_t *o = json_loads(t, 0, NULL);
+        json_object_set_new(o, "backend", json_string("cuda"));
+        char *u = json_dumps(o, JSON_PRESERVE_ORDER);
+        sweep_spec s;
+        char err[512] = "";
+        int rc = sweep_spec_parse(u, &s, err, sizeof err);
+        CHECK(rc == 0 && s.mem_budget_bytes == 0 && strcmp(s.mem_budget, "auto") == 0, "spec_mem_budget_auto_cuda",
+              "rc %d (%s)", rc, err);
+        if (rc == 0) sweep_spec_free(&s);
+        free(u); free(t); json_decref(o);
+    }
     expect_key_error("err_batch_string", "batch_size", "\"maximum\"", "batch_size:");
     expect_key_error("err_batch_zero", "batch_size", "0", "batch_size:");
     expect_key_error("err_batch_real", "batch_size", "2.5", "batch_size:");
