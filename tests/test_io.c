@@ -95,7 +95,9 @@ static void test_presets(void) {
         CHECK(c.vocab_size == pub[i].V && c.hidden_size == pub[i].d && c.intermediate_size == pub[i].f &&
                   c.num_hidden_layers == pub[i].L && c.num_attention_heads == pub[i].H &&
                   c.num_key_value_heads == pub[i].KV && c.rope_theta == 500000.0 && c.rms_norm_eps == 1e-5 &&
-                  c.max_position_embeddings == 131072,
+                  c.max_position_embeddings == 131072 && c.rope.type == ROPE_LLAMA3 &&
+                  c.rope.factor == (i == 2 ? 8.0 : 32.0) && c.rope.low_freq_factor == 1.0 &&
+                  c.rope.high_freq_factor == 4.0 && c.rope.original_max_position_embeddings == 8192,
               name, "V %d d %d f %d L %d H %d KV %d theta %g", c.vocab_size, c.hidden_size, c.intermediate_size,
               c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.rope_theta);
         snprintf(name, sizeof name, "preset_%s_num_params", pub[i].n);
@@ -159,7 +161,9 @@ static void test_hf_config(void) {
     const char *p = tpath("config.json");
     write_text(p, "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"torch_dtype\": \"bfloat16\",\n"
                   " \"bos_token_id\": 128000, \"eos_token_id\": [128001, 128009], \"hidden_act\": \"silu\",\n"
-                  " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}, \"attention_bias\": false,\n"
+                  " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0,\n"
+                  "  \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}, \"attention_bias\": false,\n"
+                  " \"mlp_bias\": false,\n"
                   " \"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2,\n"
                   " \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"max_position_embeddings\": 256,\n"
                   " \"rms_norm_eps\": 1e-06, \"rope_theta\": 500000.0, \"tie_word_embeddings\": false,\n"
@@ -172,6 +176,19 @@ static void test_hf_config(void) {
               c.initializer_range == 0.01 && c.tie_word_embeddings == 0 && strcmp(c.name, "config.json") == 0,
           "hf_config_valid_fields", "V %d d %d KV %d eps %g theta %g init %g name %s", c.vocab_size, c.hidden_size,
           c.num_key_value_heads, c.rms_norm_eps, c.rope_theta, c.initializer_range, c.name);
+    CHECK(rc == 0 && c.rope.type == ROPE_LLAMA3 && c.rope.factor == 8.0 && c.rope.low_freq_factor == 1.0 &&
+              c.rope.high_freq_factor == 4.0 && c.rope.original_max_position_embeddings == 8192,
+          "hf_config_rope_scaling_llama3", "type %d factor %g", c.rope.type, c.rope.factor);
+    write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}}");
+    rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == 0 && c.rope.type == ROPE_LINEAR && c.rope.factor == 2.0, "hf_config_rope_scaling_legacy_type_linear",
+          "rc %d: %s", rc, err);
+    write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_scaling\": {\"rope_type\": \"default\"}}");
+    rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == 0 && c.rope.type == ROPE_NONE, "hf_config_rope_scaling_default_is_none", "rc %d: %s", rc, err);
+    write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_scaling\": null}");
+    rc = config_resolve(&c, p, err, sizeof err);
+    CHECK(rc == 0 && c.rope.type == ROPE_NONE, "hf_config_rope_scaling_null", "rc %d: %s", rc, err);
 
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4}");
     rc = config_resolve(&c, p, err, sizeof err);
@@ -235,6 +252,67 @@ static void test_hf_config(void) {
     expect_bad_config("hf_config_init_negative",
                       "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"initializer_range\": -0.02}",
                       "initializer_range");
+    expect_bad_config("hf_config_rope_dynamic",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}",
+                      "rope_scaling type 'dynamic' is not supported");
+    expect_bad_config("hf_config_rope_yarn",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2}}",
+                      "'yarn'");
+    expect_bad_config("hf_config_rope_llama3_missing_low",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+                      "\"factor\": 8, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}}",
+                      "low_freq_factor");
+    expect_bad_config("hf_config_rope_llama3_low_ge_high",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+                      "\"factor\": 8, \"low_freq_factor\": 4, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}}",
+                      "low_freq_factor < high_freq_factor");
+    expect_bad_config("hf_config_rope_linear_factor_zero",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0}}",
+                      "rope_scaling.factor");
+    expect_bad_config("hf_config_rope_no_type",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"rope_scaling\": {\"factor\": 2}}", "rope_type");
+    expect_bad_config("hf_config_hidden_act_gelu", "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"hidden_act\": \"gelu\"}",
+                      "hidden_act gelu is not supported");
+    expect_bad_config("hf_config_attention_bias", "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"attention_bias\": true}",
+                      "attention_bias true is not supported");
+    expect_bad_config("hf_config_mlp_bias", "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"mlp_bias\": true}",
+                      "mlp_bias true is not supported");
+    expect_bad_config("hf_config_architecture_other",
+                      "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"architectures\": [\"MistralForCausalLM\"]}",
+                      "architectures MistralForCausalLM is not supported");
+    /* checkpoint tensor names against the config (L = 2) */
+    write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 8}");
+    config_resolve(&c, p, err, sizeof err);
+    const char *lt[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                        "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    char nbuf[40][64];
+    const char *names[40];
+    int nn = 0;
+    for (int l = 0; l < 3; l++)
+        for (int k = 0; k < 9; k++) snprintf(nbuf[nn], 64, "model.layers.%d.%s.weight", l, lt[k]), names[nn] = nbuf[nn], nn++;
+    const char *rest[] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "extra.a", "model.layers.1.bogus.weight",
+                          "extra.c", "extra.d"};
+    for (int k = 0; k < 7; k++) names[nn++] = rest[k];
+    /* names[0..18) = layers 0-1, [18..27) = layer 2, [27..30) = root, then 4 unknown */
+    const char *ok_names[21];
+    memcpy(ok_names, names, 18 * sizeof *names);
+    memcpy(ok_names + 18, names + 27, 3 * sizeof *names);
+    rc = config_check_tensor_names(&c, "ck.st", ok_names, 21, err, sizeof err);
+    CHECK(rc == 0, "ckpt_names_match", "rc %d: %s", rc, err);
+    rc = config_check_tensor_names(&c, "ck.st", names, 30, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "ck.st: the checkpoint has 3 layers but num_hidden_layers is 2"), "ckpt_more_layers",
+          "rc %d: %s", rc, err);
+    rc = config_check_tensor_names(&c, "ck.st", ok_names + 9, 12, err, sizeof err); /* layer 1 only: still 2 */
+    CHECK(rc == 0, "ckpt_layer_count_from_highest_index", "rc %d: %s", rc, err);
+    rc = config_check_tensor_names(&c, "ck.st", ok_names, 9, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "has 1 layers but num_hidden_layers is 2"), "ckpt_fewer_layers", "rc %d: %s", rc, err);
+    const char *unk[25];
+    memcpy(unk, ok_names, 21 * sizeof *unk);
+    memcpy(unk + 21, names + 30, 4 * sizeof *unk);
+    rc = config_check_tensor_names(&c, "ck.st", unk, 25, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "ck.st: 4 tensors the model does not have: extra.a, model.layers.1.bogus.weight, extra.c, ...") &&
+              !strstr(err, "extra.d"), "ckpt_unknown_tensors_three_named", "rc %d: %s", rc, err);
+    printf("#    %s\n", err);
     const char *missing = tpath("nope/config.json");
     rc = config_resolve(&c, missing, err, sizeof err);
     CHECK(rc == -1 && strstr(err, missing), "hf_config_missing_file", "rc %d: %s", rc, err);
