@@ -17,21 +17,21 @@
 /* ---------------------------------------------------------------------------------------------
  * Presets. tiny and small keep H, KV and f divisible by 8 so every 8-rank mesh (1x8 .. 8x1) is a
  * valid tensor-parallel split. The Llama 3 presets carry the published configs (shapes, rope_theta
- * 500000 and rope_scaling llama3: factor 32 for 3.2 1B/3B, 8 for 3.1 8B, low 1, high 4, original 8192);
- * the real 3.2 models tie lm_head to embed_tokens, but meshsweep still trains untied embeddings, so
- * those presets are untied (their parameter counts are therefore V*d above the published ones). */
+ * 500000 and rope_scaling llama3: factor 32 for 3.2 1B/3B, 8 for 3.1 8B, low 1, high 4, original 8192),
+ * and the 3.2 models tie lm_head to embed_tokens, as published. */
 typedef struct preset {
     const char *name;
     int V, d, f, L, H, KV, max_pos;
     double theta, llama3_factor; /* 0: no rope_scaling */
+    int tied;
 } preset;
 
 static const preset presets[] = {
-    {"tiny", 256, 128, 384, 4, 8, 8, 1024, 10000.0, 0},
-    {"small", 256, 256, 768, 6, 8, 8, 2048, 10000.0, 0},
-    {"llama3.2-1b", 128256, 2048, 8192, 16, 32, 8, 131072, 500000.0, 32.0},
-    {"llama3.2-3b", 128256, 3072, 8192, 28, 24, 8, 131072, 500000.0, 32.0},
-    {"llama3.1-8b", 128256, 4096, 14336, 32, 32, 8, 131072, 500000.0, 8.0},
+    {"tiny", 256, 128, 384, 4, 8, 8, 1024, 10000.0, 0, 0},
+    {"small", 256, 256, 768, 6, 8, 8, 2048, 10000.0, 0, 0},
+    {"llama3.2-1b", 128256, 2048, 8192, 16, 32, 8, 131072, 500000.0, 32.0, 1},
+    {"llama3.2-3b", 128256, 3072, 8192, 28, 24, 8, 131072, 500000.0, 32.0, 1},
+    {"llama3.1-8b", 128256, 4096, 14336, 32, 32, 8, 131072, 500000.0, 8.0, 0},
 };
 const char *const rope_type_names[ROPE_NTYPES] = {"none", "linear", "llama3"};
 #define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
@@ -97,10 +97,6 @@ int config_validate(const model_config *c, char *err, size_t errlen) {
             errmsg_set(err, errlen, "%s must be a finite number > 0 (got %g)", fpos[i].name, fpos[i].v);
             return -1;
         }
-    if (c->tie_word_embeddings) {
-        errmsg_set(err, errlen, "tie_word_embeddings: tied embeddings are not supported (meshsweep trains untied)");
-        return -1;
-    }
     const rope_scaling *r = &c->rope;
     if ((unsigned)r->type >= ROPE_NTYPES) {
         errmsg_set(err, errlen, "rope_scaling: unknown type %d", (int)r->type);
@@ -312,10 +308,7 @@ static int load_hf_config(model_config *c, const char *path, char *err, size_t e
             errmsg_set(err, errlen, "%s: tie_word_embeddings must be true or false", path);
             goto out;
         }
-        if (json_is_true(tie)) {
-            errmsg_set(err, errlen, "%s: tie_word_embeddings: tied embeddings are not supported", path);
-            goto out;
-        }
+        c->tie_word_embeddings = json_is_true(tie);
     }
     /* head_dim is a free parameter in HF; meshsweep derives hd = d/H, so it must agree. */
     if (has_hd > 0 && (c->hidden_size % c->num_attention_heads != 0 ||
@@ -360,6 +353,7 @@ static int resolve(model_config *c, const char *name_or_path, char *err, size_t 
         c->num_key_value_heads = p->KV;
         c->max_position_embeddings = p->max_pos;
         c->rope_theta = p->theta;
+        c->tie_word_embeddings = p->tied;
         if (p->llama3_factor > 0)
             c->rope = (rope_scaling){ROPE_LLAMA3, p->llama3_factor, 1.0, 4.0, 8192};
         return config_validate(c, err, errlen);
@@ -380,7 +374,8 @@ int config_resolve(model_config *c, const char *name_or_path, char *err, size_t 
 }
 
 int64_t config_num_embedding_params(const model_config *c) {
-    return (int64_t)c->vocab_size * c->hidden_size;
+    /* tied: the one tensor is also lm_head, whose matmul is real work, so it counts as lm_head */
+    return c->tie_word_embeddings ? 0 : (int64_t)c->vocab_size * c->hidden_size;
 }
 
 int64_t config_num_params(const model_config *c) {
@@ -392,7 +387,27 @@ int64_t config_num_params(const model_config *c) {
                     + 2 * d * KV * hd     /* k_proj, v_proj */
                     + H * hd * d          /* o_proj */
                     + 3 * d * f;          /* gate_proj, up_proj, down_proj */
-    return V * d + L * layer + d + V * d; /* embed_tokens, layers, norm, lm_head (untied) */
+    return V * d + L * layer + d + (c->tie_word_embeddings ? 0 : V * d); /* embed_tokens, layers, norm, lm_head */
+}
+
+json_t *config_to_json(const model_config *c) {
+    json_t *m = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:b, s:f}", "name", c->name,
+                          "vocab_size", c->vocab_size, "hidden_size", c->hidden_size,
+                          "intermediate_size", c->intermediate_size, "num_hidden_layers", c->num_hidden_layers,
+                          "num_attention_heads", c->num_attention_heads, "num_key_value_heads", c->num_key_value_heads,
+                          "rms_norm_eps", c->rms_norm_eps, "rope_theta", c->rope_theta,
+                          "max_position_embeddings", c->max_position_embeddings,
+                          "tie_word_embeddings", c->tie_word_embeddings, "initializer_range", c->initializer_range);
+    if (!m) return NULL;
+    const rope_scaling *r = &c->rope;
+    json_t *rs = json_null();
+    if (r->type == ROPE_LINEAR) rs = json_pack("{s:s, s:f}", "rope_type", "linear", "factor", r->factor);
+    if (r->type == ROPE_LLAMA3)
+        rs = json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", r->factor, "low_freq_factor",
+                       r->low_freq_factor, "high_freq_factor", r->high_freq_factor,
+                       "original_max_position_embeddings", r->original_max_position_embeddings);
+    json_object_set_new(m, "rope_scaling", rs ? rs : json_null());
+    return m;
 }
 
 /* ---- checkpoint tensor names ------------------------------------------------------------- */
@@ -443,7 +458,7 @@ int config_check_tensor_names(const model_config *c, const char *path, const cha
         errmsg_set(err, errlen, "%.1000s: %d tensor%s the model does not have: %s%s", path, unknown,
                    unknown > 1 ? "s" : "", list, unknown > 3 ? ", ..." : "");
         errmsg_one_line(err, errlen);
-        return -1;
+        return -2;
     }
     return 0;
 }

@@ -29,7 +29,7 @@ typedef struct model_config {
     double rope_theta;             /* 10000 */
     int max_position_embeddings;
     rope_scaling rope;             /* HF rope_scaling (none, linear, llama3) */
-    int tie_word_embeddings;       /* must be 0: meshsweep trains untied embeddings (rejected otherwise) */
+    int tie_word_embeddings;       /* 1: model.embed_tokens.weight is also lm_head (no lm_head.weight) */
     double initializer_range;      /* 0.02 */
 } model_config;
 
@@ -41,14 +41,20 @@ int config_validate(const model_config *c, char *err, size_t errlen);
 /* RoPE inverse frequencies inv_freq[i] = theta^(-2i/hd), i < hd/2, with rope_scaling applied, in double
  * (hd = hidden_size / num_attention_heads). The engine computes its cos/sin tables from these once per run. */
 void config_rope_inv_freq(const model_config *c, double *inv_freq);
-/* A checkpoint's tensor names against the model: a layer count other than num_hidden_layers, or names
- * the model does not have (up to three named), are one line in err naming path; -1. lm_head.weight is
- * accepted and ignored when the embeddings are tied, as Hugging Face does. */
+/* A checkpoint's tensor names against the model, one line in err naming path: -1 for a layer count other
+ * than num_hidden_layers, -2 for names the model does not have (up to three named). lm_head.weight is
+ * accepted (and ignored by the loader) when the embeddings are tied, as Hugging Face does. */
 int config_check_tensor_names(const model_config *c, const char *path, const char *const *names, int n, char *err,
                               size_t errlen);
+/* The resolved config as a JSON object with HF names (the run record's config.model): rope_scaling is
+ * null or {rope_type, factor[, low_freq_factor, high_freq_factor, original_max_position_embeddings]}. */
+struct json_t;
+struct json_t *config_to_json(const model_config *c);
 /* Names of the presets, NULL-terminated. */
 extern const char *const config_presets[];
-/* Parameter counts of the full (unsharded) model: total and embedding (embed_tokens only). */
+/* Parameter counts of the full (unsharded) model: total (a tied embedding counted once) and embedding
+ * (embed_tokens when untied; 0 when tied, where the one tensor does lm_head's work and counts as it in
+ * FLOPs per token = 6·(N − N_embedding) + ...). */
 int64_t config_num_params(const model_config *c);
 int64_t config_num_embedding_params(const model_config *c);
 
