@@ -1,124 +1,143 @@
-/* bench/mkdata.c — turns a text file into byte-level token files for training (design 4.3):
- * every byte is one little-endian uint16 token (V = 256); the last floor(n/20) tokens (5%) go to
- * OUTDIR/val.bin, the rest to OUTDIR/train.bin. Each file is written to a temp name, fsynced and
- * renamed, so an interrupted run never leaves a half-written token file.
- * Not a tokenizer: no BPE, no vocabulary file. */
+/* bench/mkdata.c — token files for training, tests and conversion (design 4.3). Two modes:
+ *   mkdata [--format F] [--dtype T] TEXT_FILE OUTDIR   byte-level tokens of a text (V = 256): the last
+ *       floor(n/20) tokens (5%) to OUTDIR/val.*, the rest to OUTDIR/train.*;
+ *   mkdata --convert [--format F] [--dtype T] TOKENS OUT   any token file build/train reads, rewritten as F.
+ * The formats and their writers are core/data.h and core/data_write.c (atomic: temp file, fsync,
+ * rename). Not a tokenizer: no BPE, no vocabulary file. */
+#include "core/data.h"
+#include "core/data_write.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static const char *usage =
-    "usage: mkdata TEXT_FILE OUTDIR\n"
-    "  Writes OUTDIR/train.bin and OUTDIR/val.bin: one uint16 token per byte of TEXT_FILE (vocab 256),\n"
-    "  the last 5% of the tokens (floor(n*0.05)) to val.bin. OUTDIR is created if missing.\n"
-    "  Exit 0 ok, 1 I/O error, 2 bad usage.\n";
+    "usage: mkdata [--format F] [--dtype T] TEXT_FILE OUTDIR\n"
+    "       mkdata --convert [--format F] [--dtype T] TOKENS OUT\n"
+    "  Text: one token per byte of TEXT_FILE (vocab 256); the last 5% of the tokens (floor(n*0.05), at least 2)\n"
+    "  go to OUTDIR/val.*, the rest to OUTDIR/train.* (OUTDIR is created if missing; the text needs >= 40 bytes).\n"
+    "  --convert: read TOKENS (any format build/train reads) and write it whole to OUT as F.\n"
+    "  --format nanogpt|llmc|npy|megatron  (default nanogpt) files: nanogpt, llmc .bin; npy .npy;\n"
+    "      megatron PREFIX.bin + PREFIX.idx (text: one sequence per line; conversion: blocks of 2^20 tokens)\n"
+    "  --dtype u16|u32|i32|i64  token type (default u16, or u32 / i32 for megatron when an id is >= 65536);\n"
+    "      nanogpt holds u16, llmc u16 or u32, megatron anything but u32\n"
+    "  Exit 0 ok, 1 I/O error, 2 bad usage or bad input.\n";
 
-/* Write tokens as uint16 LE to dir/name atomically. Returns 0 or -1 after printing one line. */
-static int write_tokens(const char *dir, const char *name, const unsigned char *bytes, size_t n) {
-    char path[4096], tmp[4200];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
-        fprintf(stderr, "mkdata: output path too long: %s/%s\n", dir, name);
-        return -1;
+static int lookup(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+static void bytes_src(void *ctx, int64_t first, int64_t n, int64_t *dst) {
+    const unsigned char *p = ctx;
+    for (int64_t i = 0; i < n; i++) dst[i] = p[first + i];
+}
+static void file_src(void *ctx, int64_t first, int64_t n, int64_t *dst) { data_read(ctx, first, n, dst); }
+
+/* one text split: Megatron sequences end after each newline */
+static int write_text(const char *dir, const char *name, int fmt, int dtype, unsigned char *p, int64_t n) {
+    char stem[4200], err[512];
+    snprintf(stem, sizeof stem, "%s/%s", dir, name);
+    int64_t *ends = malloc((size_t)(n + 1) * sizeof *ends), ns = 0;
+    if (!ends) return fprintf(stderr, "mkdata: out of memory\n"), 1;
+    for (int64_t i = 0; i < n; i++)
+        if (p[i] == '\n' || i + 1 == n) ends[ns++] = i + 1;
+    int rc = data_write(stem, fmt, dtype, bytes_src, p, n, ends, ns, err, sizeof err);
+    free(ends);
+    if (rc) fprintf(stderr, "mkdata: %s\n", err);
+    return rc ? 1 : 0;
+}
+
+static int convert(const char *in, const char *out, int fmt, int dtype) {
+    data_file d;
+    char err[1024], stem[4200];
+    if (data_open(&d, in, INT32_MAX, 1, 0, err, sizeof err)) return fprintf(stderr, "mkdata: %s\n", err), 2;
+    int64_t mx = 0, buf[4096];
+    for (int64_t i = 0; i < d.ntokens && dtype < 0; i += 4096) {
+        int64_t m = d.ntokens - i < 4096 ? d.ntokens - i : 4096;
+        data_read(&d, i, m, buf);
+        for (int64_t k = 0; k < m; k++) mx = buf[k] > mx ? buf[k] : mx;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        fprintf(stderr, "mkdata: cannot create %s: %s\n", tmp, strerror(errno));
-        return -1;
-    }
-    enum { CHUNK = 1 << 15 };
-    unsigned char buf[2 * CHUNK];
-    for (size_t done = 0; done < n;) {
-        size_t m = n - done < CHUNK ? n - done : CHUNK;
-        for (size_t i = 0; i < m; i++) buf[2 * i] = bytes[done + i], buf[2 * i + 1] = 0;
-        /* cppcheck-suppress uninitvar ; the loop above filled buf[0, 2m), and m >= 1 since done < n */
-        if (fwrite(buf, 1, 2 * m, fp) != 2 * m) {
-            fprintf(stderr, "mkdata: cannot write %s: %s\n", tmp, strerror(errno));
-            fclose(fp);
-            unlink(tmp);
-            return -1;
-        }
-        done += m;
-    }
-    int ok = fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int e = errno;
-    if (fclose(fp) != 0 && ok) ok = 0, e = errno;
-    if (!ok) {
-        fprintf(stderr, "mkdata: cannot write %s: %s\n", tmp, strerror(e));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        fprintf(stderr, "mkdata: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    snprintf(stem, sizeof stem, "%s", out);
+    size_t len = strlen(stem), el = strlen(data_write_ext(fmt));
+    if (len > el && (strcmp(stem + len - el, data_write_ext(fmt)) == 0 ||
+                     (fmt == DATA_MEGATRON && strcmp(stem + len - 4, ".idx") == 0)))
+        stem[len - el] = 0;
+    int rc = data_write(stem, fmt, dtype < 0 ? data_write_default_dtype(fmt, mx) : (data_dtype)dtype, file_src, &d,
+                        d.ntokens, NULL, 0, err, sizeof err);
+    if (rc) fprintf(stderr, "mkdata: %s\n", err);
+    else printf("mkdata: %s: %lld tokens -> %s as %s\n", in, (long long)d.ntokens, out, data_format_names[fmt]);
+    data_close(&d);
+    return rc ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(usage, stdout);
-        return 0;
+    int fmt = DATA_NANOGPT, dtype = -1, conv = 0, npos = 0;
+    const char *pos[2] = {NULL, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(usage, stdout), 0;
+        if (!strcmp(a, "--convert")) conv = 1;
+        else if (!strcmp(a, "--format") || !strcmp(a, "--dtype")) {
+            int isf = a[2] == 'f';
+            int v = i + 1 < argc ? (isf ? lookup(argv[i + 1], data_format_names, DATA_SYNTHETIC)
+                                        : lookup(argv[i + 1], data_dtype_names, DATA_NDTYPES)) : -1;
+            if (v < 0 || (!isf && v != DATA_U16 && v != DATA_U32 && v != DATA_I32 && v != DATA_I64)) {
+                fprintf(stderr, "mkdata: %s expects %s (see mkdata --help)\n", a,
+                        isf ? "nanogpt, llmc, npy or megatron" : "u16, u32, i32 or i64");
+                return 2;
+            }
+            *(isf ? &fmt : &dtype) = v, i++;
+        } else if (a[0] == '-' && a[1]) return fprintf(stderr, "mkdata: unknown option %s (see mkdata --help)\n", a), 2;
+        else if (npos < 2 && *a) pos[npos++] = a;
+        else npos = 3;
     }
-    if (argc != 3 || !*argv[1] || !*argv[2]) {
-        fprintf(stderr, "mkdata: expected TEXT_FILE OUTDIR (see mkdata --help)\n");
+    if (npos != 2) {
+        fprintf(stderr, "mkdata: expected %s (see mkdata --help)\n", conv ? "TOKENS OUT" : "TEXT_FILE OUTDIR");
         return 2;
     }
-    const char *text = argv[1], *outdir = argv[2];
-    FILE *fp = fopen(text, "rb");
-    if (!fp) {
-        fprintf(stderr, "mkdata: cannot open %s: %s\n", text, strerror(errno));
-        return 1;
+    if (dtype >= 0 && !data_write_dtype_ok(fmt, dtype)) {
+        fprintf(stderr, "mkdata: --format %s cannot hold --dtype %s\n", data_format_names[fmt], data_dtype_names[dtype]);
+        return 2;
     }
+    if (conv) return convert(pos[0], pos[1], fmt, dtype);
+    const char *text = pos[0], *outdir = pos[1];
+    FILE *fp = fopen(text, "rb");
     struct stat sb;
+    if (!fp) return fprintf(stderr, "mkdata: cannot open %s: %s\n", text, strerror(errno)), 2;
     if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fprintf(stderr, "mkdata: %s is not a readable regular file\n", text);
         fclose(fp);
-        return 1;
+        return fprintf(stderr, "mkdata: %s is not a readable regular file\n", text), 2;
     }
     size_t n = (size_t)sb.st_size;
-    if (n == 0) {
-        fprintf(stderr, "mkdata: %s is empty\n", text);
+    if (n < 40) { /* val = floor(n/20) must hold T+1 = 2 tokens */
         fclose(fp);
-        return 1;
+        return fprintf(stderr, "mkdata: %s has %zu bytes: too few tokens (at least 40, so that the 5%% for "
+                       "validation holds 2)\n", text, n), 2;
     }
     unsigned char *bytes = malloc(n);
-    if (!bytes) {
-        fprintf(stderr, "mkdata: out of memory for %zu bytes of %s\n", n, text);
-        fclose(fp);
-        return 1;
-    }
-    if (fread(bytes, 1, n, fp) != n) {
-        fprintf(stderr, "mkdata: cannot read %s: %s\n", text, ferror(fp) ? strerror(errno) : "short read");
-        free(bytes);
-        fclose(fp);
+    if (!bytes || fread(bytes, 1, n, fp) != n) {
+        fprintf(stderr, "mkdata: cannot read %s: %s\n", text, bytes ? strerror(errno) : "out of memory");
+        free(bytes), fclose(fp);
         return 1;
     }
     fclose(fp); /* read-only stream: nothing to lose on close */
-    if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "mkdata: cannot create directory %s: %s\n", outdir, strerror(errno));
-        free(bytes);
-        return 1;
-    }
     struct stat ds;
-    if (stat(outdir, &ds) != 0 || !S_ISDIR(ds.st_mode)) {
-        fprintf(stderr, "mkdata: %s is not a directory\n", outdir);
-        free(bytes);
-        return 1;
-    }
-    size_t nval = n / 20; /* floor(n * 0.05), exactly */
-    size_t ntrain = n - nval;
-    if (write_tokens(outdir, "train.bin", bytes, ntrain) < 0 || write_tokens(outdir, "val.bin", bytes + ntrain, nval) < 0) {
-        free(bytes);
-        return 1;
-    }
+    int bad_dir = mkdir(outdir, 0777) != 0 && errno != EEXIST;
+    if (bad_dir) fprintf(stderr, "mkdata: cannot create directory %s: %s\n", outdir, strerror(errno));
+    else if ((bad_dir = stat(outdir, &ds) != 0 || !S_ISDIR(ds.st_mode))) fprintf(stderr, "mkdata: %s is not a directory\n", outdir);
+    if (bad_dir) return free(bytes), 1;
+    size_t nval = n / 20, ntrain = n - nval; /* floor(n * 0.05), exactly */
+    if (dtype < 0) dtype = DATA_U16;
+    int rc = write_text(outdir, "train", fmt, dtype, bytes, (int64_t)ntrain);
+    if (!rc) rc = write_text(outdir, "val", fmt, dtype, bytes + ntrain, (int64_t)nval);
     free(bytes);
-    printf("mkdata: %s: %zu tokens -> %s/train.bin %zu tokens, %s/val.bin %zu tokens (vocab 256)\n", text, n, outdir,
-           ntrain, outdir, nval);
-    return 0;
+    if (!rc)
+        printf("mkdata: %s: %zu tokens -> %s/train%s %zu tokens, %s/val%s %zu tokens (vocab 256, %s)\n", text, n, outdir,
+               data_write_ext(fmt), ntrain, outdir, data_write_ext(fmt), nval, data_format_names[fmt]);
+    return rc;
 }

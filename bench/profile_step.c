@@ -97,7 +97,8 @@ typedef struct {
 /* the model's shapes and every buffer of the replayed step */
 typedef struct {
     int d, f, L, H, KV, V, hd, T, Bi, N;
-    float eps, theta;
+    float eps;
+    float *rope;                                                          /* RoPE cos/sin table [T, hd] */
     size_t nd, nq, nk, nf, nparam;
     layer_t *ly;
     float *emb, *gemb, *head, *ghead, *wnorm, *gnorm;                     /* root weights and gradients */
@@ -144,9 +145,14 @@ static int setup(prof_t *b, const model_config *c, int Bi, int T) {
               KV = c->num_key_value_heads, V = c->vocab_size, hd = d / H, N = Bi * T;
     const size_t nd = (size_t)N * d, nq = (size_t)N * H * hd, nk = (size_t)N * KV * hd, nf = (size_t)N * f;
     *b = (prof_t){.d = d, .f = f, .L = L, .H = H, .KV = KV, .V = V, .hd = hd, .T = T, .Bi = Bi, .N = N,
-                  .eps = (float)c->rms_norm_eps, .theta = (float)c->rope_theta, .nd = nd, .nq = nq, .nk = nk, .nf = nf};
+                  .eps = (float)c->rms_norm_eps, .nd = nd, .nq = nq, .nk = nk, .nf = nf};
     layer_t *ly = calloc((size_t)L, sizeof *ly);
-    if (!ly) { fprintf(stderr, "profile_step: out of memory\n"); return 1; }
+    double *inv = malloc((size_t)(hd / 2 + 1) * sizeof *inv);
+    if (!ly || !inv) { fprintf(stderr, "profile_step: out of memory\n"); free(ly); free(inv); return 1; }
+    b->rope = fbuf(rope_table_floats(T, hd) + 1); /* once, as the engine does (rope_scaling applied) */
+    config_rope_inv_freq(c, inv);
+    rope_table_fill(b->rope, inv, T, hd);
+    free(inv);
     for (int i = 0; i < L; i++) {
         layer_t *l = &ly[i];
         l->x = fbuf(nd); l->rstd1 = fbuf(N); l->h1 = fbuf(nd); l->q = fbuf(nq); l->k = fbuf(nk); l->v = fbuf(nk);
@@ -189,7 +195,7 @@ static void step(const prof_t *b) {
           *Mm = b->Mm, *Vv = b->Vv;
     const int d = b->d, f = b->f, L = b->L, H = b->H, KV = b->KV, V = b->V, hd = b->hd, T = b->T, Bi = b->Bi,
           N = b->N;
-    const float eps = b->eps, theta = b->theta;
+    const float eps = b->eps, *rope = b->rope;
     const size_t nd = b->nd, nq = b->nq, nk = b->nk, nf = b->nf, nparam = b->nparam;
     layer_t *ly = b->ly;
     int32_t *tok = b->tok, *tgt = b->tgt;
@@ -204,8 +210,8 @@ static void step(const prof_t *b) {
         T(K_MM_FWD, o->matmul_forward(l->q, l->h1, l->wq, N, d, H * hd, 0));
         T(K_MM_FWD, o->matmul_forward(l->k, l->h1, l->wk, N, d, KV * hd, 0));
         T(K_MM_FWD, o->matmul_forward(l->v, l->h1, l->wv, N, d, KV * hd, 0));
-        T(K_ROPE, o->rope_forward(l->q, l->q, Bi, T, H, hd, theta));
-        T(K_ROPE, o->rope_forward(l->k, l->k, Bi, T, KV, hd, theta));
+        T(K_ROPE, o->rope_forward(l->q, l->q, rope, Bi, T, H, hd));
+        T(K_ROPE, o->rope_forward(l->k, l->k, rope, Bi, T, KV, hd));
         T(K_ATT_FWD, o->attention_forward(l->ao, l->lse, ws, l->q, l->k, l->v, Bi, T, H, KV, hd));
         T(K_MM_FWD, o->matmul_forward(part, l->ao, l->wo, N, H * hd, d, 0));
         T(K_ZERO_COPY, o->copy(l->xmid, part, nd * sizeof(float))); /* tp_exit at tp = 1 */
@@ -249,8 +255,8 @@ static void step(const prof_t *b) {
         T(K_ZERO_COPY, o->zero(dk, nk * sizeof(float)));
         T(K_ZERO_COPY, o->zero(dv, nk * sizeof(float)));
         T(K_ATT_BWD, o->attention_backward(dq, dk, dv, ws, dao, l->ao, l->lse, l->q, l->k, l->v, Bi, T, H, KV, hd));
-        T(K_ROPE, o->rope_backward(dq, dq, Bi, T, H, hd, theta));
-        T(K_ROPE, o->rope_backward(dk, dk, Bi, T, KV, hd, theta));
+        T(K_ROPE, o->rope_backward(dq, dq, rope, Bi, T, H, hd));
+        T(K_ROPE, o->rope_backward(dk, dk, rope, Bi, T, KV, hd));
         T(K_ZERO_COPY, o->zero(dh, nd * sizeof(float)));
         T(K_MM_BWD, o->matmul_backward(dh, l->gq, dq, l->h1, l->wq, N, d, H * hd));
         T(K_MM_BWD, o->matmul_backward(dh, l->gk, dk, l->h1, l->wk, N, d, KV * hd));

@@ -27,7 +27,7 @@ static const cli_opt OPTS[] = {
     {"warmup", CLI_INT, F(warmup), "N", "linear warmup steps (cosine schedule)"},
     {"min-lr-ratio", CLI_DBL, F(min_lr_ratio), "X", "cosine: final lr = lr * X"},
     {"seed", CLI_LL, F(seed), "N", "initialisation seed (the same model on every mesh)"},
-    {"data", CLI_STR, F(data), "PATH|synthetic", "training tokens (uint16 file) or synthetic random tokens"},
+    {"data", CLI_STR, F(data), "PATH|synthetic", "training tokens: llm.c .bin, .npy, Megatron PREFIX[.bin], uint16 .bin; or synthetic"},
     {"eval-data", CLI_STR, F(eval_data), "PATH", "validation tokens"},
     {"eval-every", CLI_INT, F(eval_every), "N", "evaluate every N steps and at the end (0: only at the end, if --eval-data)"},
     {"eval-batches", CLI_INT, F(eval_batches), "N", "validation batches per evaluation"},

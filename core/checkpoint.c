@@ -26,6 +26,15 @@ static void fill_st(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, 
 
 
 int checkpoint_check_shapes(const model_t *M, const st_file *f, char *err, size_t errlen) {
+    /* a checkpoint of another depth first, then each of the model's tensors (missing, wrong shape),
+     * then tensors the model does not have */
+    const char **names = calloc((size_t)f->n + 1, sizeof *names);
+    if (!names) { snprintf(err, errlen, "%.1000s: out of host memory", f->path); return -1; }
+    for (int i = 0; i < f->n; i++) names[i] = f->t[i].name;
+    char foreign[1024] = "";
+    int rc = config_check_tensor_names(&M->cfg, f->path, names, f->n, foreign, sizeof foreign);
+    free(names);
+    if (rc == -1) { snprintf(err, errlen, "%s", foreign); return -1; }
     for (int i = 0; i < M->fsdp.n; i++)
         for (int k = 0; k < M->units[i].nseg; k++) {
             const fsdp_seg *s = &M->units[i].seg[k];
@@ -40,6 +49,7 @@ int checkpoint_check_shapes(const model_t *M, const st_file *f, char *err, size_
                 return -1;
             }
         }
+    if (rc) { snprintf(err, errlen, "%s", foreign); return -1; }
     return 0;
 }
 
@@ -70,12 +80,12 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
         snprintf(err, errlen, "save: out of host memory");
         return -1;
     }
-    /* HF order: embedding, layers, final norm, lm_head (entry = unit * 16 + segment) */
+    /* HF order: embedding, layers, final norm, lm_head unless tied (entry = unit * 16 + segment) */
     int no = 0;
     int root = M->L;
     order[no++] = root * 16 + 0;
     for (int i = 0; i < M->L; i++) for (int k = 0; k < M->units[i].nseg; k++) order[no++] = i * 16 + k;
-    order[no++] = root * 16 + 1; order[no++] = root * 16 + 2;
+    for (int k = 1; k < M->units[root].nseg; k++) order[no++] = root * 16 + k;
     for (int j = 0; j < no; j++) {
         const fsdp_seg *s = &M->units[order[j] / 16].seg[order[j] % 16];
         names[j] = s->name; nd[j] = s->ndim;

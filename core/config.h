@@ -5,6 +5,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* HF rope_scaling. linear: every inv_freq / factor. llama3: wavelengths 2π/inv_freq above
+ * original_max_position_embeddings / low_freq_factor are divided by factor, those below
+ * original / high_freq_factor kept, the band between interpolated smoothly (HF's
+ * _compute_llama3_parameters). Unused fields are 0. */
+typedef enum { ROPE_NONE = 0, ROPE_LINEAR, ROPE_LLAMA3, ROPE_NTYPES } rope_type;
+extern const char *const rope_type_names[ROPE_NTYPES]; /* "none", "linear", "llama3" */
+typedef struct rope_scaling {
+    rope_type type;
+    double factor, low_freq_factor, high_freq_factor;
+    int original_max_position_embeddings;
+} rope_scaling;
+
 typedef struct model_config {
     char name[64];                 /* preset name or the config file's path basename */
     int vocab_size;                /* V */
@@ -16,7 +28,8 @@ typedef struct model_config {
     double rms_norm_eps;           /* 1e-5 */
     double rope_theta;             /* 10000 */
     int max_position_embeddings;
-    int tie_word_embeddings;       /* must be 0: meshsweep trains untied embeddings (rejected otherwise) */
+    rope_scaling rope;             /* HF rope_scaling (none, linear, llama3) */
+    int tie_word_embeddings;       /* 1: model.embed_tokens.weight is also lm_head (no lm_head.weight) */
     double initializer_range;      /* 0.02 */
 } model_config;
 
@@ -25,9 +38,23 @@ typedef struct model_config {
 int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen);
 /* Check internal consistency (positive sizes, d mod H, H mod KV, even head dim, ...). */
 int config_validate(const model_config *c, char *err, size_t errlen);
+/* RoPE inverse frequencies inv_freq[i] = theta^(-2i/hd), i < hd/2, with rope_scaling applied, in double
+ * (hd = hidden_size / num_attention_heads). The engine computes its cos/sin tables from these once per run. */
+void config_rope_inv_freq(const model_config *c, double *inv_freq);
+/* A checkpoint's tensor names against the model, one line in err naming path: -1 for a layer count other
+ * than num_hidden_layers, -2 for names the model does not have (up to three named). lm_head.weight is
+ * accepted (and ignored by the loader) when the embeddings are tied, as Hugging Face does. */
+int config_check_tensor_names(const model_config *c, const char *path, const char *const *names, int n, char *err,
+                              size_t errlen);
+/* The resolved config as a JSON object with HF names (the run record's config.model): rope_scaling is
+ * null or {rope_type, factor[, low_freq_factor, high_freq_factor, original_max_position_embeddings]}. */
+struct json_t;
+struct json_t *config_to_json(const model_config *c);
 /* Names of the presets, NULL-terminated. */
 extern const char *const config_presets[];
-/* Parameter counts of the full (unsharded) model: total and embedding (embed_tokens only). */
+/* Parameter counts of the full (unsharded) model: total (a tied embedding counted once) and embedding
+ * (embed_tokens when untied; 0 when tied, where the one tensor does lm_head's work and counts as it in
+ * FLOPs per token = 6·(N − N_embedding) + ...). */
 int64_t config_num_params(const model_config *c);
 int64_t config_num_embedding_params(const model_config *c);
 

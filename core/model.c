@@ -5,7 +5,13 @@
  *                and the rest is recomputed in backward.
  *   workspace    temporaries: norm outputs before the SP gather, row-parallel partial sums, the attention
  *                scratch, the SwiGLU output, logits chunks and CE statistics, every backward gradient
- *                of an activation.
+ *                of an activation; and, for the whole run, the RoPE cos/sin table (computed once).
+ * Tied embeddings (tie_word_embeddings): the root unit has no lm_head segment; head_seg() names the
+ * embedding instead, so the head's matmul reads the embedding's rows (both vocabulary-parallel by
+ * rows: one shard layout) and its backward accumulates into the embedding's gradient, where
+ * embed_backward adds the lookup's part later in the same grad_begin/grad_end of the root: the
+ * gradient is the sum of both uses, and being one segment it is decayed once and counted once in
+ * the gradient norm. Everything else (init, --init, --save, the planner) follows the segment table.
  * Shapes: Nt = B*T rows (full sequence), Ns = B*T/tp rows (sequence shard with SP, else Nt). */
 #include "core/model.h"
 #include "core/init.h"
@@ -52,6 +58,9 @@ static void add_layer_unit(model_t *M, fsdp_unit *u, int i) {
     }
 }
 
+/* the root segment lm_head reads: its own, or with tied embeddings the embedding */
+static int head_seg(const model_t *M) { return M->cfg.tie_word_embeddings ? R_EMB : R_HEAD; }
+
 static void add_root_unit(model_t *M, fsdp_unit *u) {
     const tp_shape *s = &M->sh;
     int d = M->d, V = M->cfg.vocab_size;
@@ -62,7 +71,8 @@ static void add_root_unit(model_t *M, fsdp_unit *u) {
     };
     _Static_assert(sizeof seg / sizeof seg[0] == R_HEAD + 1, "one row per root segment");
     snprintf(u->name, sizeof u->name, "root");
-    for (int k = 0; k <= R_HEAD; k++) fsdp_add_seg(u, &seg[k]);
+    for (int k = 0; k <= R_HEAD; k++)
+        if (k != R_HEAD || head_seg(M) == R_HEAD) fsdp_add_seg(u, &seg[k]);
 }
 
 int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tpg, comm_group *dpg,
@@ -88,10 +98,25 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
     M->fsdp = (fsdp_t){.n = M->L + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
                       .gather_bytes = o->abytes};
     fsdp_alloc_state(&M->fsdp);
+    /* RoPE table, once per run: frequencies with rope_scaling (core/config), cos/sin in double. Not
+     * computed for --plan (ops_null has no device memory), only its bytes are. */
+    size_t nrope = rope_table_floats(o->T, M->hd);
+    M->rope = mem_alloc(MEM_WORKSPACE, nrope * sizeof(float));
+    if (ops->dev_alloc) {
+        double *inv = malloc((size_t)(M->hd / 2 + 1) * sizeof *inv);
+        float *tab = malloc((nrope + 1) * sizeof *tab);
+        if (!inv || !tab) { free(inv); free(tab); snprintf(err, errlen, "out of host memory"); return -1; }
+        config_rope_inv_freq(cfg, inv);
+        rope_table_fill(tab, inv, o->T, M->hd);
+        ops->from_host(M->rope, tab, nrope * sizeof(float));
+        free(inv); free(tab);
+    }
     return 0;
 }
 
 void model_free(model_t *M) {
+    if (M->rope) mem_free(M->rope);
+    M->rope = NULL;
     if (M->units) fsdp_free_state(&M->fsdp);
     free(M->units); free(M->acts); free(M->loss_host);
     M->units = NULL; M->acts = NULL; M->loss_host = NULL;
@@ -146,7 +171,6 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     const ops_t *o = M->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
-    float theta = (float)M->cfg.rope_theta;
     a->rstd1 = ACT32(Ns);
     a->h1 = ACT((size_t)Nt * d);
     norm_enter(M, a->h1, a->rstd1, a->x, W(M, i, S_IN));
@@ -156,8 +180,8 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     o->matmul_forward(a->q, a->h1, W(M, i, S_Q), Nt, d, Hl * hd, 0);
     o->matmul_forward(a->k, a->h1, W(M, i, S_K), Nt, d, KVl * hd, 0);
     o->matmul_forward(a->v, a->h1, W(M, i, S_V), Nt, d, KVl * hd, 0);
-    o->rope_forward(a->q, a->q, B, T, Hl, hd, theta);
-    o->rope_forward(a->k, a->k, B, T, KVl, hd, theta);
+    o->rope_forward(a->q, a->q, M->rope, B, T, Hl, hd);
+    o->rope_forward(a->k, a->k, M->rope, B, T, KVl, hd);
     a->ao = ACT((size_t)Nt * Hl * hd);
     a->lse = ACT32((size_t)B * Hl * T);
     float *ws = WS32(attention_ws_floats(T));
@@ -198,7 +222,6 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     const ops_t *o = M->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
-    float theta = (float)M->cfg.rope_theta;
     if (M->o.checkpoint) {
         float *scratch = WS((size_t)Ns * d);
         layer_forward(M, i, a, scratch);
@@ -234,8 +257,8 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     float *ws = WS32(attention_ws_floats(T));
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     mem_free(ws); mem_free(dao);
-    o->rope_backward(dq, dq, B, T, Hl, hd, theta);
-    o->rope_backward(dk, dk, B, T, KVl, hd, theta);
+    o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
+    o->rope_backward(dk, dk, M->rope, B, T, KVl, hd);
     float *dh1 = WSZ((size_t)Nt * d);
     o->matmul_backward(dh1, G(M, i, S_Q), dq, a->h1, W(M, i, S_Q), Nt, d, Hl * hd);
     o->matmul_backward(dh1, G(M, i, S_K), dk, a->h1, W(M, i, S_K), Nt, d, KVl * hd);
@@ -288,10 +311,10 @@ static double head_loss(model_t *M, float *dhf, float scale) {
     for (int r0 = 0; r0 < M->Nt; r0 += chunk) {
         int rows = M->Nt - r0 < chunk ? M->Nt - r0 : chunk;
         const float *h = CP(M, M->hf, (size_t)r0 * d);
-        o->matmul_forward(logits, h, W(M, root, R_HEAD), rows, d, Vl, 0);
+        o->matmul_forward(logits, h, W(M, root, head_seg(M)), rows, d, Vl, 0);
         tp_cross_entropy(&M->tp, &M->sh, logits, M->tgt + r0, rows, scale, stats, M->loss_host + r0);
         for (int r = 0; r < rows; r++) sum += M->loss_host[r0 + r];
-        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, R_HEAD), logits, h, W(M, root, R_HEAD),
+        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, head_seg(M)), logits, h, W(M, root, head_seg(M)),
                                     rows, d, Vl);
     }
     mem_free(stats); mem_free(logits);

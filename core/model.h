@@ -28,7 +28,7 @@ typedef struct model {
     tp_shape sh;
     tp_ctx tp;
     fsdp_t fsdp;
-    fsdp_unit *units;        /* L layers, then the root */
+    fsdp_unit *units;        /* L layers, then the root (tied embeddings: no lm_head segment, see model.c) */
     const ops_t *ops;
     model_opts o;
     int L, d, hd, Nt, Ns;
@@ -36,6 +36,7 @@ typedef struct model {
     float *xL, *rstdf, *hf;
     int32_t *tok, *tgt;
     float *loss_host;        /* [Nt] host */
+    float *rope;             /* RoPE cos/sin of positions 0..T-1 [T, hd] fp32 (rope_table_fill), for the run */
 } model_t;
 
 /* Builds the TP-local units and allocates parameters, gradients and optimizer state.

@@ -114,13 +114,7 @@ int run_env_rank0(void) {
 static json_t *config_json(const run_t *R) {
     const model_config *c = &R->cfg;
     const run_cfg *o = &R->o;
-    json_t *m = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:b, s:f}", "name", c->name,
-                          "vocab_size", c->vocab_size, "hidden_size", c->hidden_size,
-                          "intermediate_size", c->intermediate_size, "num_hidden_layers", c->num_hidden_layers,
-                          "num_attention_heads", c->num_attention_heads, "num_key_value_heads", c->num_key_value_heads,
-                          "rms_norm_eps", c->rms_norm_eps, "rope_theta", c->rope_theta,
-                          "max_position_embeddings", c->max_position_embeddings,
-                          "tie_word_embeddings", c->tie_word_embeddings, "initializer_range", c->initializer_range);
+    json_t *m = config_to_json(c); /* HF names, rope_scaling included */
     json_t *j = json_object();
     json_object_set_new(j, "model", m);
     json_object_set_new(j, "seq_len", json_integer(R->T));

@@ -35,11 +35,12 @@ typedef struct ops {
     /* dx += ..., dw += ... */
     void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
                              int N, int C);
-    /* HF rotate_half RoPE over x[B,T,nh*hd] at positions 0..T-1: out = x·cos + rotate_half(x)·sin.
+    /* HF rotate_half RoPE over x[B,T,nh*hd] at positions 0..T-1: out = x·cos + rotate_half(x)·sin,
+       cos/sin read from tab (fp32 on every backend, rope_table_fill's layout, device memory).
        out may equal x (in place). Assigns (does not accumulate). */
-    void (*rope_forward)(float *out, const float *x, int B, int T, int nh, int hd, float theta);
+    void (*rope_forward)(float *out, const float *x, const float *tab, int B, int T, int nh, int hd);
     /* din = Rᵀ·dout (the transpose rotation); din may equal dout. Assigns. */
-    void (*rope_backward)(float *din, const float *dout, int B, int T, int nh, int hd, float theta);
+    void (*rope_backward)(float *din, const float *dout, const float *tab, int B, int T, int nh, int hd);
     /* causal softmax attention with GQA: q[B,T,H*hd], k,v[B,T,KV*hd] -> out[B,T,H*hd], scale 1/sqrt(hd),
        query head j uses kv head j/(H/KV). lse[B,H,T] (log-sum-exp of scaled scores) is saved for backward;
        no [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats. */
@@ -88,6 +89,13 @@ typedef struct ops {
     /* dst (compute precision) <- src (fp32) for n elements: a copy for fp32 tables */
     void (*to_compute)(void *dst, const float *src, size_t n);
 } ops_t;
+
+/* The RoPE table of positions 0..T-1 (host memory; computed once per run, then copied to the device):
+ * tab[t·2h + i] = cos(t·inv_freq[i]), tab[t·2h + h + i] = sin(t·inv_freq[i]) for i < h = hd/2, the angle
+ * and both functions evaluated in double, stored as fp32. inv_freq comes with rope_scaling applied
+ * (core/config: config_rope_inv_freq). */
+static inline size_t rope_table_floats(int T, int hd) { return (size_t)T * (size_t)(hd / 2) * 2u; }
+void rope_table_fill(float *tab, const double *inv_freq, int T, int hd);
 
 /* floats of workspace attention_forward/backward need for sequence length T */
 static inline size_t attention_ws_floats(int T) { return 2u * (size_t)T * (size_t)T; }

@@ -308,29 +308,40 @@ static void test_rmsnorm(void) {
 
 /* ---- rope ---------------------------------------------------------------------------------- */
 
+/* the fp32 cos/sin table (rope_table_fill) of theta^(-2i/hd), every other frequency divided by `scale`
+ * (so the table is not one the kernel could recompute from theta): the kernel must read it, not theta */
+static float *rope_table(int T, int hd, double theta, double scale) {
+    double *f = xmalloc((size_t)(hd / 2 + 1) * sizeof *f);
+    float *tab = xmalloc((rope_table_floats(T, hd) + 1) * sizeof *tab);
+    for (int i = 0; i < hd / 2; i++) f[i] = pow(theta, -2.0 * i / hd) / (i % 2 ? scale : 1.0);
+    rope_table_fill(tab, f, T, hd);
+    free(f);
+    return tab;
+}
+
 static void test_rope_case(int B, int T, int nh, int hd, float theta) {
     char cfg[96], nm[256];
     snprintf(cfg, sizeof cfg, "B%d T%d nh%d hd%d theta%g", B, T, nh, hd, (double)theta);
     const size_t n = (size_t)B * T * nh * hd;
-    float *x = rnd(n, 1.0f), *want = xmalloc(n * sizeof(float));
-    float *d_x = P->dev_c(x, n), *d_out = P->dev_c_nan(n);
-    R->rope_forward(want, x, B, T, nh, hd, theta);
-    D->rope_forward(d_out, d_x, B, T, nh, hd, theta);
+    float *x = rnd(n, 1.0f), *want = xmalloc(n * sizeof(float)), *tab = rope_table(T, hd, theta, 8.0);
+    float *d_x = P->dev_c(x, n), *d_out = P->dev_c_nan(n), *d_tab = devf(tab, rope_table_floats(T, hd) + 1);
+    R->rope_forward(want, x, tab, B, T, nh, hd);
+    D->rope_forward(d_out, d_x, d_tab, B, T, nh, hd);
     name_of(nm, sizeof nm, "rope_forward", cfg);
     cmpc(nm, d_out, want, n, P->tol_c_ew);
-    D->rope_forward(d_x, d_x, B, T, nh, hd, theta); /* in place */
+    D->rope_forward(d_x, d_x, d_tab, B, T, nh, hd); /* in place */
     name_of(nm, sizeof nm, "rope_forward_inplace", cfg);
     cmpc(nm, d_x, want, n, P->tol_c_ew);
     P->set_c(d_x, x, n);
-    R->rope_backward(want, x, B, T, nh, hd, theta);
-    D->rope_backward(d_out, d_x, B, T, nh, hd, theta);
+    R->rope_backward(want, x, tab, B, T, nh, hd);
+    D->rope_backward(d_out, d_x, d_tab, B, T, nh, hd);
     name_of(nm, sizeof nm, "rope_backward", cfg);
     cmpc(nm, d_out, want, n, P->tol_c_ew);
-    D->rope_backward(d_x, d_x, B, T, nh, hd, theta);
+    D->rope_backward(d_x, d_x, d_tab, B, T, nh, hd);
     name_of(nm, sizeof nm, "rope_backward_inplace", cfg);
     cmpc(nm, d_x, want, n, P->tol_c_ew);
-    free(x); free(want);
-    D->dev_free(d_x); D->dev_free(d_out);
+    free(x); free(want); free(tab);
+    D->dev_free(d_x); D->dev_free(d_out); D->dev_free(d_tab);
 }
 
 static void test_rope(void) {

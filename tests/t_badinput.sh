@@ -76,7 +76,6 @@ cfg float.json '{"num_hidden_layers": 1.5}'
 cfg string.json '{"num_hidden_layers": "1"}'
 printf '{%s, "hidden_size": 128}' "$base" > "$T/dup.json"
 cfg mistral.json '{"model_type": "mistral"}'
-cfg tied.json '{"tie_word_embeddings": True}'
 cfg hd.json '{"head_dim": 32}'
 cfg eps.json '{"rms_norm_eps": 0}'
 printf '[{%s}]' "$base" > "$T/array.json"
@@ -90,7 +89,6 @@ bad cfg_float 2 'num_hidden_layers must be a positive integer' --model "$T/float
 bad cfg_string 2 'num_hidden_layers must be a positive integer' --model "$T/string.json"
 bad cfg_duplicate_key 2 'duplicate' --model "$T/dup.json"
 bad cfg_other_model_type 2 'model_type must be "llama"' --model "$T/mistral.json"
-bad cfg_tied 2 'tied embeddings are not supported' --model "$T/tied.json"
 bad cfg_head_dim 2 'head_dim 32 must equal hidden_size/num_attention_heads' --model "$T/hd.json"
 bad cfg_eps_zero 2 'rms_norm_eps must be a number > 0' --model "$T/eps.json"
 bad cfg_not_object 2 'config must be a JSON object' --model "$T/array.json"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_mesh.sh — every mesh against the 1-rank run (design 4.7, 11): for a fixed global batch of 8
-# sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off and prefetch off variants) must give the
+# sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off and prefetch off variants, and the seven
+# meshes again with tied embeddings and llama3 rope_scaling) must give the
 # losses and gradient norms of `build/train` on one rank over 10 AdamW steps with clipping active, and
 # the same final parameters (saved from the sharded run). The model has GQA (KV = H/2) and a
 # vocabulary of 250, not divisible by 4 or 8, so padding and masking of the vocab-parallel loss is
@@ -24,15 +25,16 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 sys.exit(0 if any(s["grad_norm"] > 0.5 for s in r["steps"]) else 1)
 PY
-run_mesh() { # NAME DP TP EXTRA...
+REF="$T/ref"
+run_mesh() { # NAME DP TP EXTRA...  (against $REF.json / $REF.st with ${COMMON[@]})
   local name=$1 dp=$2 tp=$3; shift 3
   local w=$((dp * tp)) b=$((8 / dp))
   if ! "${MPIRUN[@]}" -np $w "$BUILD/train" "${COMMON[@]}" --tp $tp --batch-size $b "$@" \
        --out "$T/$name.json" --save "$T/$name.st" >"$T/$name.log" 2>&1; then
     fail "mesh_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"; return
   fi
-  /usr/bin/python3 tests/tools/compare.py runs "mesh_${name}_losses" "$T/ref.json" "$T/$name.json" 1e-5 1e-5
-  /usr/bin/python3 tests/tools/compare.py params "mesh_${name}_params" "$T/ref.st" "$T/$name.st" 3e-4
+  /usr/bin/python3 tests/tools/compare.py runs "mesh_${name}_losses" "$REF.json" "$T/$name.json" 1e-5 1e-5
+  /usr/bin/python3 tests/tools/compare.py params "mesh_${name}_params" "$REF.st" "$T/$name.st" 3e-4
 }
 run_mesh 1x8 1 8
 run_mesh 2x4 2 4
@@ -45,6 +47,32 @@ run_mesh 2x4_nosp 2 4 --no-sequence-parallel
 run_mesh 4x2_noprefetch 4 2 --no-prefetch
 run_mesh 2x2_nosp_noprefetch 2 2 --no-sequence-parallel --no-prefetch
 run_mesh 2x2_ckpt 2 2 --checkpoint-activations
+
+# tied embeddings (one tensor is the embedding and lm_head, vocabulary-parallel by rows) with llama3
+# rope_scaling (hd 8: wavelengths 6.3 kept, 63 interpolated, 628 and 6283 divided): every mesh against
+# its own 1-rank run; the checkpoints hold model.embed_tokens.weight and no lm_head.weight
+/usr/bin/python3 - "$T/gqa.json" "$T/tied.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(tie_word_embeddings=True, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+         "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+json.dump(c, open(sys.argv[2], "w"))
+PY
+COMMON=(--model "$T/tied.json" --seq-len 32 --steps 10 --lr 3e-3 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
+REF="$T/tref"
+if "$BUILD/train" "${COMMON[@]}" --batch-size 8 --out "$REF.json" --save "$REF.st" 2>"$T/tref.err"; then
+  /usr/bin/python3 - "$REF.st" <<'PY' && ok mesh_tied_checkpoint_has_no_lm_head || fail mesh_tied_checkpoint_has_no_lm_head "lm_head.weight saved, or the embedding missing"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+sys.exit(0 if "model.embed_tokens.weight" in h and "lm_head.weight" not in h else 1)
+PY
+  for m in 1x8:1:8 2x4:2:4 4x2:4:2 8x1:8:1 1x2:1:2 2x1:2:1 2x2:2:2; do
+    IFS=: read -r name dp tp <<<"$m"; run_mesh "tied_$name" "$dp" "$tp"
+  done
+else
+  fail mesh_tied_reference "1-rank run failed: $(tail -2 "$T/tref.err")"
+fi
+COMMON=(--model "$T/gqa.json" --seq-len 32 --steps 10 --lr 3e-3 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
 # a KJV training run on the 2x4 mesh learns as the 1-rank run does (30 steps, same global batch)
 must mesh_kjv_run_1x1 "$BUILD/train" "${COMMON[@]}" --steps 30 --batch-size 8 --out "$T/long1.json" 2>/dev/null
 must mesh_kjv_run_2x4 "${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --steps 30 --tp 4 --batch-size 4 --out "$T/long8.json" >/dev/null 2>&1

@@ -283,17 +283,28 @@ static double rope_obj(void *p) {
     return dot_d(c->out, c->R, (size_t)c->B * c->T * c->nh * c->hd);
 }
 
+/* the table of plain RoPE (no rope_scaling; tests/test_rope.c covers the scaled frequencies) */
+static float *plain_rope_table(int T, int hd, double theta) {
+    double *f = malloc((size_t)(hd / 2 + 1) * sizeof *f);
+    float *tab = malloc((rope_table_floats(T, hd) + 1) * sizeof *tab);
+    for (int i = 0; i < hd / 2; i++) f[i] = pow(theta, -2.0 * i / hd);
+    rope_table_fill(tab, f, T, hd);
+    free(f);
+    return tab;
+}
+
 static void test_rope(int B, int T, int nh, int hd, float theta) {
     char name[160];
     size_t n = (size_t)B * T * nh * hd;
+    float *tab = plain_rope_table(T, hd, theta);
     float *x = frand(n, 1.0), *out = frand(n, 1.0);
     double *dx = todouble(x, n), *ref = dzeros(n);
     ref_rope(ref, dx, B, T, nh, hd, theta);
-    ops_cpu.rope_forward(out, x, B, T, nh, hd, theta);
+    ops_cpu.rope_forward(out, x, tab, B, T, nh, hd);
     snprintf(name, sizeof name, "rope_forward B=%d T=%d nh=%d hd=%d", B, T, nh, hd);
     check_err(name, relerr(out, ref, n), TOL_FWD);
     float *inplace = fdup(x, n);
-    ops_cpu.rope_forward(inplace, inplace, B, T, nh, hd, theta);
+    ops_cpu.rope_forward(inplace, inplace, tab, B, T, nh, hd);
     snprintf(name, sizeof name, "rope_forward in place B=%d T=%d nh=%d hd=%d", B, T, nh, hd);
     check_err(name, relerr(inplace, ref, n), TOL_FWD);
 
@@ -302,19 +313,19 @@ static void test_rope(int B, int T, int nh, int hd, float theta) {
     double *dR = todouble(R, n), *fx = dzeros(n), *tmp = dzeros(n);
     rope_ctx c = {dx, tmp, dR, B, T, nh, hd, theta};
     fd_grad(fx, dx, n, rope_obj, &c);
-    ops_cpu.rope_backward(din, R, B, T, nh, hd, theta);
+    ops_cpu.rope_backward(din, R, tab, B, T, nh, hd);
     snprintf(name, sizeof name, "rope_backward (FD, assigns) B=%d T=%d nh=%d hd=%d", B, T, nh, hd);
     check_err(name, relerr(din, fx, n), TOL_GRAD);
     float *din2 = fdup(R, n);
-    ops_cpu.rope_backward(din2, din2, B, T, nh, hd, theta);
+    ops_cpu.rope_backward(din2, din2, tab, B, T, nh, hd);
     snprintf(name, sizeof name, "rope_backward in place B=%d T=%d nh=%d hd=%d", B, T, nh, hd);
     check_err(name, relerr(din2, fx, n), TOL_GRAD);
     /* a rotation: backward(forward(x)) = x */
-    ops_cpu.rope_backward(inplace, inplace, B, T, nh, hd, theta);
+    ops_cpu.rope_backward(inplace, inplace, tab, B, T, nh, hd);
     snprintf(name, sizeof name, "rope backward∘forward = identity hd=%d", hd);
     check_err(name, relerr(inplace, dx, n), TOL_FWD);
     free(x); free(out); free(dx); free(ref); free(inplace); free(R); free(din); free(dR); free(fx); free(tmp);
-    free(din2);
+    free(din2); free(tab);
 }
 
 /* ------------------------------------------------------------------------------------------ */

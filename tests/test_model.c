@@ -1,7 +1,8 @@
 /* tests/test_model.c — the whole model's gradient by finite differences (design 11), on a tiny GQA
  * config (KV < H, odd vocabulary) on one rank with the CPU kernels, plus checks that activation
  * checkpointing reproduces the gradients bit for bit and that the memory plan equals the measured
- * tracked peak for this model.
+ * tracked peak for this model. The FD check runs twice: untied, and with tied embeddings and llama3
+ * rope_scaling (one tensor as embedding and lm_head: its FD derivative sees both uses at once).
  * FD in fp32: the loss is the token SUM (scale 1) so gradients are O(0.1..10); central differences
  * with eps 1e-2 along (a) the normalised analytic gradient of each tensor and (b) a random unit
  * direction per tensor, and (c) per element on each tensor's largest-gradient elements. The loss
@@ -30,8 +31,17 @@ enum { B = 2, T = 8 };
 static int32_t in[B * T], tg[B * T];
 static comm_group g1, g2;
 
-static void build(model_t *M, int ckpt) {
+/* tied embeddings, and llama3 rope_scaling whose bands all occur at hd 4 with these numbers */
+static model_config cfg_tied(void) {
     model_config c = cfg();
+    snprintf(c.name, sizeof c.name, "fdtest_tied");
+    c.tie_word_embeddings = 1;
+    c.rope_theta = 100;
+    c.rope = (rope_scaling){ROPE_LLAMA3, 4.0, 1.0, 4.0, 16}; /* hd 4: wavelengths 6.3 (interpolated), 62.8 (divided) */
+    return c;
+}
+
+static void build_cfg(model_t *M, model_config c, int ckpt) {
     mesh_t m; char err[256];
     mesh_init(&m, 1, 0, 1, err, sizeof err);
     comm_null_group(&g1, 1, 0); comm_null_group(&g2, 1, 0);
@@ -40,26 +50,16 @@ static void build(model_t *M, int ckpt) {
     model_init_params(M, 7);
 }
 
+static void build(model_t *M, int ckpt) { build_cfg(M, cfg(), ckpt); }
+
 static double loss_at(model_t *M) { return model_forward_loss(M, in, tg); }
 
-int main(void) {
-    cpu_blas_init();
-    for (int i = 0; i < B * T; i++) { in[i] = (int32_t)(init_splitmix64(i) % 37); tg[i] = (int32_t)(init_splitmix64(i + 100) % 37); }
-    mem_init(&ops_cpu, 0, 0);
-    model_t M;
-    build(&M, 0);
-    double L0 = model_forward_backward(&M, in, tg, 1.0f);
-    CHECK(isfinite(L0) && L0 > 0, "model_loss_finite", "loss %g", L0);
-    /* initial loss of a random model is about ln V per token */
-    CHECK(fabs(L0 / (B * T) - log(37.0)) < 1.0, "model_initial_loss_near_lnV", "mean loss %g vs ln 37 = %g", L0 / (B * T), log(37.0));
-    const mem_stats *ms = mem_get_stats();
-    uint64_t measured_peak = ms->total_peak, measured_cat[MEM_NCAT];
-    memcpy(measured_cat, ms->peak, sizeof measured_cat);
-
+/* every parameter tensor's gradient against central differences of the loss (see the top) */
+static void fd_check(model_t *M, const char *tag) {
     double eps = 1e-2;
     uint64_t rng = 12345;
-    for (int ui = 0; ui < M.fsdp.n; ui++) {
-        fsdp_unit *u = &M.units[ui];
+    for (int ui = 0; ui < M->fsdp.n; ui++) {
+        fsdp_unit *u = &M->units[ui];
         for (int k = 0; k < u->nseg; k++) {
             fsdp_seg *s = &u->seg[k];
             int64_t n = s->rows * s->cols;
@@ -81,12 +81,12 @@ int main(void) {
                 float *save = malloc((size_t)n * sizeof(float));
                 memcpy(save, p, (size_t)n * sizeof(float));
                 for (int64_t e = 0; e < n; e++) p[e] = (float)(save[e] + eps * uvec[e]);
-                double lp = loss_at(&M);
+                double lp = loss_at(M);
                 for (int64_t e = 0; e < n; e++) p[e] = (float)(save[e] - eps * uvec[e]);
-                double lm = loss_at(&M);
+                double lm = loss_at(M);
                 memcpy(p, save, (size_t)n * sizeof(float));
                 double fd = (lp - lm) / (2 * eps);
-                snprintf(name, sizeof name, "model_grad_%s_%s", dir ? "random_dir" : "grad_dir", s->name);
+                snprintf(name, sizeof name, "model_grad%s_%s_%s", tag, dir ? "random_dir" : "grad_dir", s->name);
                 CHECK(fabs(fd - gu) <= 2e-2 * fabs(gu) + 2e-3 && (dir || gn > 1e-4), name,
                       "fd %.6g vs analytic %.6g (|g| %.3g)", fd, gu, gn);
                 free(save); free(uvec);
@@ -101,16 +101,32 @@ int main(void) {
                     for (int64_t e = 0; e < n; e++) if (e != b1 && (best < 0 || fabsf(g[e]) > fabsf(g[best]))) best = e;
                 }
                 float save = p[best];
-                p[best] = save + (float)eps; double lp = loss_at(&M);
-                p[best] = save - (float)eps; double lm = loss_at(&M);
+                p[best] = save + (float)eps; double lp = loss_at(M);
+                p[best] = save - (float)eps; double lm = loss_at(M);
                 p[best] = save;
                 double fd = (lp - lm) / (2 * eps);
-                snprintf(name, sizeof name, "model_grad_elem%d_%s", rep, s->name);
+                snprintf(name, sizeof name, "model_grad%s_elem%d_%s", tag, rep, s->name);
                 CHECK(fabs(fd - g[best]) <= 2e-2 * fabs(g[best]) + 2e-3, name, "element %lld: fd %.6g vs analytic %.6g",
                       (long long)best, fd, (double)g[best]);
             }
         }
     }
+}
+
+int main(void) {
+    cpu_blas_init();
+    for (int i = 0; i < B * T; i++) { in[i] = (int32_t)(init_splitmix64(i) % 37); tg[i] = (int32_t)(init_splitmix64(i + 100) % 37); }
+    mem_init(&ops_cpu, 0, 0);
+    model_t M;
+    build(&M, 0);
+    double L0 = model_forward_backward(&M, in, tg, 1.0f);
+    CHECK(isfinite(L0) && L0 > 0, "model_loss_finite", "loss %g", L0);
+    /* initial loss of a random model is about ln V per token */
+    CHECK(fabs(L0 / (B * T) - log(37.0)) < 1.0, "model_initial_loss_near_lnV", "mean loss %g vs ln 37 = %g", L0 / (B * T), log(37.0));
+    const mem_stats *ms = mem_get_stats();
+    uint64_t measured_peak = ms->total_peak, measured_cat[MEM_NCAT];
+    memcpy(measured_cat, ms->peak, sizeof measured_cat);
+    fd_check(&M, "");
     /* checkpointing: identical gradients, lower activation peak */
     int64_t total = 0;
     for (int ui = 0; ui < M.fsdp.n; ui++) total += M.units[ui].shard;
@@ -140,5 +156,25 @@ int main(void) {
     CHECK(rc == 0 && ps.total_peak == measured_peak && !memcmp(ps.peak, measured_cat, sizeof measured_cat),
           "model_plan_equals_measured", "planned %llu vs measured %llu", (unsigned long long)ps.total_peak,
           (unsigned long long)measured_peak);
+
+    /* tied embeddings: one shared tensor, no lm_head segment; its gradient sums both uses (FD) */
+    mem_init(&ops_cpu, 0, 0);
+    build_cfg(&M, cfg_tied(), 0);
+    const fsdp_unit *root = &M.units[M.L];
+    int has_head = 0;
+    for (int k = 0; k < root->nseg; k++) has_head |= strcmp(root->seg[k].name, "lm_head.weight") == 0;
+    CHECK(root->nseg == 2 && !has_head && !strcmp(root->seg[0].name, "model.embed_tokens.weight"),
+          "model_tied_root_has_one_embedding", "%d segments, lm_head %d", root->nseg, has_head);
+    double Lt = model_forward_backward(&M, in, tg, 1.0f);
+    CHECK(isfinite(Lt) && fabs(Lt / (B * T) - log(37.0)) < 1.0, "model_tied_loss_near_lnV", "mean loss %g", Lt / (B * T));
+    uint64_t tied_peak = mem_get_stats()->total_peak;
+    fd_check(&M, "_tied");
+    model_free(&M);
+    mem_shutdown();
+    c = cfg_tied();
+    rc = plan_rank(&c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
+    CHECK(rc == 0 && ps.total_peak == tied_peak && tied_peak < measured_peak, "model_tied_plan_equals_measured",
+          "planned %llu vs measured %llu (untied %llu)", (unsigned long long)ps.total_peak,
+          (unsigned long long)tied_peak, (unsigned long long)measured_peak);
     return check_exit();
 }

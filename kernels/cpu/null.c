@@ -30,8 +30,8 @@ static void null_rmsnorm_backward(float *dx, float *dw, const float *dout, const
                                   const float *rstd, int N, int C) {
     (void)dx; (void)dw; (void)dout; (void)x; (void)w; (void)rstd; (void)N; (void)C;
 }
-static void null_rope(float *out, const float *x, int B, int T, int nh, int hd, float theta) {
-    (void)out; (void)x; (void)B; (void)T; (void)nh; (void)hd; (void)theta;
+static void null_rope(float *out, const float *x, const float *tab, int B, int T, int nh, int hd) {
+    (void)out; (void)x; (void)tab; (void)B; (void)T; (void)nh; (void)hd;
 }
 static void null_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k,
                                    const float *v, int B, int T, int H, int KV, int hd) {

@@ -251,68 +251,48 @@ SIMD_CLONES static void cpu_rmsnorm_backward(float *restrict dx, float *restrict
 /* ------------------------------------------------------------------------------------------ */
 /* RoPE (HF rotate_half)                                                                      */
 
-/* Frequencies are handled in chunks so that cos/sin live in stack arrays (kernels never allocate),
- * each (t, i) reused over every batch row and head. libm's cos and sin were most of this op's
- * time, so they are evaluated exactly only every ROPE_RESYNC positions and stepped in between by
- * the angle-addition rotation in double, (c, s)(t+1) = (c·c1 − s·s1, s·c1 + c·s1): the drift over
- * 32 steps is ~1e-14, far below the float rounding of the result. */
-#define ROPE_CHUNK 128
-#define ROPE_RESYNC 32
+/* The table (rope_table_fill) holds cos and sin of every (position, frequency): computed once per run,
+ * so the op itself is two multiply-adds per element, each table row reused over every batch row and
+ * head. */
+void rope_table_fill(float *tab, const double *inv_freq, int T, int hd) {
+    int half = hd / 2;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)t * inv_freq[i];
+            tab[(size_t)t * 2 * half + i] = (float)cos(a);
+            tab[(size_t)t * 2 * half + half + i] = (float)sin(a);
+        }
+}
 
 /* sign = +1: forward rotation R; sign = -1: its transpose (backward). out may equal x. */
-static void rope_apply(float *out, const float *x, int B, int T, int nh, int hd, float theta, float sign) {
+static void rope_apply(float *out, const float *x, const float *tab, int B, int T, int nh, int hd, float sign) {
     int half = hd / 2;
     size_t row = (size_t)nh * hd;
-    double inv_freq[ROPE_CHUNK], c1[ROPE_CHUNK], s1[ROPE_CHUNK], cd[ROPE_CHUNK], sd[ROPE_CHUNK];
-    float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
-    for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
-        int m = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
-        for (int i = 0; i < m; i++) {
-            inv_freq[i] = pow((double)theta, -2.0 * (double)(i0 + i) / (double)hd);
-            c1[i] = cos(inv_freq[i]);
-            s1[i] = sin(inv_freq[i]);
-        }
-        for (int t = 0; t < T; t++) {
-            if (t % ROPE_RESYNC == 0)
-                for (int i = 0; i < m; i++) {
-                    double a = (double)t * inv_freq[i];
-                    cd[i] = cos(a);
-                    sd[i] = sin(a);
+    for (int t = 0; t < T; t++) {
+        const float *cs = tab + (size_t)t * 2 * half, *s0 = cs + half;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < nh; h++) {
+                size_t off = ((size_t)b * T + t) * row + (size_t)h * hd;
+                const float *x1 = x + off, *x2 = x + off + half;
+                float *o1 = out + off, *o2 = out + off + half;
+                for (int i = 0; i < half; i++) {
+                    float a1 = x1[i], a2 = x2[i], sn = sign * s0[i];
+                    o1[i] = a1 * cs[i] - a2 * sn;
+                    o2[i] = a2 * cs[i] + a1 * sn;
                 }
-            else
-                for (int i = 0; i < m; i++) {
-                    double c = cd[i] * c1[i] - sd[i] * s1[i];
-                    sd[i] = sd[i] * c1[i] + cd[i] * s1[i];
-                    cd[i] = c;
-                }
-            for (int i = 0; i < m; i++) {
-                cs[i] = (float)cd[i];
-                sn[i] = sign * (float)sd[i];
             }
-            for (int b = 0; b < B; b++)
-                for (int h = 0; h < nh; h++) {
-                    size_t off = ((size_t)b * T + t) * row + (size_t)h * hd + i0;
-                    const float *x1 = x + off, *x2 = x + off + half;
-                    float *o1 = out + off, *o2 = out + off + half;
-                    for (int i = 0; i < m; i++) {
-                        float a1 = x1[i], a2 = x2[i];
-                        o1[i] = a1 * cs[i] - a2 * sn[i];
-                        o2[i] = a2 * cs[i] + a1 * sn[i];
-                    }
-                }
-        }
     }
     /* odd hd (never for Llama): the unpaired last element is passed through unrotated */
     if (hd % 2 && out != x)
         for (size_t n = 0; n < (size_t)B * T * nh; n++) out[n * hd + hd - 1] = x[n * hd + hd - 1];
 }
 
-static void cpu_rope_forward(float *out, const float *x, int B, int T, int nh, int hd, float theta) {
-    rope_apply(out, x, B, T, nh, hd, theta, 1.0f);
+static void cpu_rope_forward(float *out, const float *x, const float *tab, int B, int T, int nh, int hd) {
+    rope_apply(out, x, tab, B, T, nh, hd, 1.0f);
 }
 
-static void cpu_rope_backward(float *din, const float *dout, int B, int T, int nh, int hd, float theta) {
-    rope_apply(din, dout, B, T, nh, hd, theta, -1.0f);
+static void cpu_rope_backward(float *din, const float *dout, const float *tab, int B, int T, int nh, int hd) {
+    rope_apply(din, dout, tab, B, T, nh, hd, -1.0f);
 }
 
 /* ------------------------------------------------------------------------------------------ */

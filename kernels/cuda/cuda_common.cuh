@@ -172,8 +172,8 @@ void cuda_rmsnorm_forward_t(S *out, float *rstd, const S *x, const S *w, int N, 
 template <typename S>
 void cuda_rmsnorm_backward_t(S *dx, float *dw, const S *dout, const S *x, const S *w, const float *rstd, int N,
                              int C);
-template <typename S> void cuda_rope_forward_t(S *out, const S *x, int B, int T, int nh, int hd, float theta);
-template <typename S> void cuda_rope_backward_t(S *din, const S *dout, int B, int T, int nh, int hd, float theta);
+template <typename S> void cuda_rope_forward_t(S *out, const S *x, const float *tab, int B, int T, int nh, int hd);
+template <typename S> void cuda_rope_backward_t(S *din, const S *dout, const float *tab, int B, int T, int nh, int hd);
 template <typename S> void cuda_swiglu_forward_t(S *out, const S *gate, const S *up, size_t n);
 template <typename S>
 void cuda_swiglu_backward_t(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n);

@@ -141,25 +141,25 @@ void cuda_rmsnorm_backward_t(S *dx, float *dw, const S *dout, const S *x, const 
 }
 
 /* ---- RoPE (HF rotate_half), positions 0..T-1 -----------------------------------------------
- * One thread per rotated pair (x[i], x[i+hd/2]). As the CPU reference: inv_freq and the angle in
- * double, cos/sin rounded to float, sign −1 gives the transpose rotation (backward). In place is
- * safe: each thread reads both elements of its pair before writing them. */
+ * cos/sin come from the fp32 table built once per run (rope_table_fill, kernels/kernels.h). One block
+ * per token row b·T + t: threadIdx.x walks the rotated pairs (x[i], x[i+hd/2]) of a head,
+ * threadIdx.y the heads, so the only division is the block's t = row mod T (32-bit). sign −1 gives
+ * the transpose rotation (backward). In place is safe: each thread reads both elements of its pair
+ * before writing them. */
 template <typename S>
-static __global__ void rope_kernel(S *out, const S *x, int T, int nh, int hd, float theta, float sign,
-                                   size_t npairs) {
+static __global__ void rope_kernel(S *out, const S *x, const float *tab, int T, int nh, int hd, float sign) {
     const int half = hd / 2;
-    GRID_STRIDE(i, npairs) {
-        const int ip = (int)(i % (size_t)half);
-        const size_t row = i / (size_t)half; /* (b·T + t)·nh + h */
-        const int t = (int)((row / (size_t)nh) % (size_t)T);
-        const double inv_freq = pow((double)theta, -2.0 * (double)ip / (double)hd);
-        const double a = (double)t * inv_freq;
-        const float cs = (float)cos(a), sn = sign * (float)sin(a);
-        const size_t off = row * (size_t)hd + ip;
-        const float a1 = cload(x, off), a2 = cload(x, off + half);
-        cstore(out, off, a1 * cs - a2 * sn);
-        cstore(out, off + half, a2 * cs + a1 * sn);
-    }
+    const unsigned row = blockIdx.x; /* b·T + t */
+    const float *cs = tab + (size_t)(row % (unsigned)T) * (size_t)(2 * half), *sn = cs + half;
+    const size_t base = (size_t)row * (size_t)nh * (size_t)hd;
+    for (int h = threadIdx.y; h < nh; h += blockDim.y)
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            const size_t off = base + (size_t)h * hd + i;
+            const float c = cs[i], s = sign * sn[i];
+            const float a1 = cload(x, off), a2 = cload(x, off + half);
+            cstore(out, off, a1 * c - a2 * s);
+            cstore(out, off + half, a2 * c + a1 * s);
+        }
 }
 
 /* odd hd (never for Llama): the unpaired last element passes through, as on the CPU */
@@ -168,19 +168,22 @@ template <typename S> static __global__ void rope_odd_tail_kernel(S *out, const 
 }
 
 template <typename S>
-static void rope_apply(S *out, const S *x, int B, int T, int nh, int hd, float theta, float sign) {
+static void rope_apply(S *out, const S *x, const float *tab, int B, int T, int nh, int hd, float sign) {
     if (B <= 0 || T <= 0 || nh <= 0 || hd <= 0) return;
-    const size_t nrows = (size_t)B * T * nh, npairs = nrows * (size_t)(hd / 2);
-    if (npairs) LAUNCH(rope_kernel<S>, grid_for(npairs, 256), 256, 0, out, x, T, nh, hd, theta, sign, npairs);
+    const size_t nrows = (size_t)B * T * nh;
+    const dim3 block(32, 8);
+    if (hd >= 2) LAUNCH(rope_kernel<S>, (unsigned)((size_t)B * T), block, 0, out, x, tab, T, nh, hd, sign);
     if ((hd % 2) && out != x) LAUNCH(rope_odd_tail_kernel<S>, grid_for(nrows, 256), 256, 0, out, x, hd, nrows);
 }
 
-template <typename S> void cuda_rope_forward_t(S *out, const S *x, int B, int T, int nh, int hd, float theta) {
-    rope_apply(out, x, B, T, nh, hd, theta, 1.0f);
+template <typename S>
+void cuda_rope_forward_t(S *out, const S *x, const float *tab, int B, int T, int nh, int hd) {
+    rope_apply(out, x, tab, B, T, nh, hd, 1.0f);
 }
 
-template <typename S> void cuda_rope_backward_t(S *din, const S *dout, int B, int T, int nh, int hd, float theta) {
-    rope_apply(din, dout, B, T, nh, hd, theta, -1.0f);
+template <typename S>
+void cuda_rope_backward_t(S *din, const S *dout, const float *tab, int B, int T, int nh, int hd) {
+    rope_apply(din, dout, tab, B, T, nh, hd, -1.0f);
 }
 
 /* ---- SwiGLU ----------------------------------------------------------------------------------- */
@@ -493,8 +496,8 @@ template void cuda_embedding_backward_t<bf16s>(float *, const bf16s *, const int
 template void cuda_rmsnorm_forward_t<bf16s>(bf16s *, float *, const bf16s *, const bf16s *, int, int, float);
 template void cuda_rmsnorm_backward_t<bf16s>(bf16s *, float *, const bf16s *, const bf16s *, const bf16s *,
                                              const float *, int, int);
-template void cuda_rope_forward_t<bf16s>(bf16s *, const bf16s *, int, int, int, int, float);
-template void cuda_rope_backward_t<bf16s>(bf16s *, const bf16s *, int, int, int, int, float);
+template void cuda_rope_forward_t<bf16s>(bf16s *, const bf16s *, const float *, int, int, int, int);
+template void cuda_rope_backward_t<bf16s>(bf16s *, const bf16s *, const float *, int, int, int, int);
 template void cuda_swiglu_forward_t<bf16s>(bf16s *, const bf16s *, const bf16s *, size_t);
 template void cuda_swiglu_backward_t<bf16s>(bf16s *, bf16s *, const bf16s *, const bf16s *, const bf16s *, size_t);
 template void cuda_ce_rowmax_t<bf16s>(float *, const bf16s *, int, int, int);

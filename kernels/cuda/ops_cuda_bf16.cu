@@ -8,7 +8,7 @@
  *   matmul_backward       din C (+=), dw fp32 (+=), dout, in, w: C
  *   embedding_forward     out, table: C          embedding_backward  dtable fp32 (+=), dout C
  *   rmsnorm_forward       out, x, w: C; rstd fp32  rmsnorm_backward   dx C (+=), dw fp32 (+=), dout, x, w C
- *   rope_forward/backward out/din, x/dout: C
+ *   rope_forward/backward out/din, x/dout: C; tab fp32
  *   attention_forward     out, q, k, v: C; lse fp32; attention_backward dq, dk, dv C (+=), dout, out C
  *   swiglu_forward/backward  all C (gradients +=)
  *   ce_rowmax/sumexp/target  logits C; mx, se, tl fp32    ce_loss  all fp32
@@ -58,12 +58,12 @@ static void b_rmsnorm_backward(float *dx, float *dw, const float *dout, const fl
     cuda_rmsnorm_backward_t<bf16s>(as_bf(dx), dw, as_bf(dout), as_bf(x), as_bf(w), rstd, N, C);
 }
 
-static void b_rope_forward(float *out, const float *x, int Bn, int T, int nh, int hd, float theta) {
-    cuda_rope_forward_t<bf16s>(as_bf(out), as_bf(x), Bn, T, nh, hd, theta);
+static void b_rope_forward(float *out, const float *x, const float *tab, int Bn, int T, int nh, int hd) {
+    cuda_rope_forward_t<bf16s>(as_bf(out), as_bf(x), tab, Bn, T, nh, hd);
 }
 
-static void b_rope_backward(float *din, const float *dout, int Bn, int T, int nh, int hd, float theta) {
-    cuda_rope_backward_t<bf16s>(as_bf(din), as_bf(dout), Bn, T, nh, hd, theta);
+static void b_rope_backward(float *din, const float *dout, const float *tab, int Bn, int T, int nh, int hd) {
+    cuda_rope_backward_t<bf16s>(as_bf(din), as_bf(dout), tab, Bn, T, nh, hd);
 }
 
 static void b_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v,
