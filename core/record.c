@@ -52,6 +52,11 @@ json_t *record_comm(const comm_stats *s) {
 
 int record_check_writable(const char *path, char *err, size_t errlen) {
     struct stat st;
+    size_t pl = strlen(path);
+    if ((pl && path[pl - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        snprintf(err, errlen, "cannot write %s: it names a folder (give a file name)", path);
+        return -1;
+    }
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "cannot write %s: it exists and is not a regular file", path);
         return -1;
