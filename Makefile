@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 BUILD ?= build
 CC := mpicc
-DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev gnuplot-nox bible-kjv-text bible-kjv iproute2 util-linux
+DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev gnuplot-nox bible-kjv-text bible-kjv python3-torch iproute2 util-linux
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -I$(BLAS_INC) -MMD -MP
@@ -26,6 +26,7 @@ ifneq ($(CUDA_SRCS),)
   CFLAGS += -DMESHSWEEP_CUDA -I$(CUDA_HOME)/include
   NVCCFLAGS := -O2 -std=c++17 -DMESHSWEEP_CUDA -I. -I$(CUDA_HOME)/include \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+    -gencode arch=compute_90,code=compute_90 \
     -Xcompiler -Wall,-Wextra,-fPIC $(shell mpicc --showme:compile)
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
@@ -37,7 +38,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep clean fuzz lint
+.PHONY: all deps data test test-gpu sweep plan clean fuzz lint gpu-kit
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -79,11 +80,21 @@ test: deps
 test-gpu: all
 	BUILD=$(BUILD) bash tests/run_gpu.sh
 
+# `make gpu-kit`: the binaries + the Debian runtime packages they need, for a bare CUDA machine
+# (README: "Running on a GPU machine that lacks the packages"); tests/t_gpu_kit.sh checks it.
+gpu-kit: all
+	BUILD=$(BUILD) bash tests/gpu_kit/make_kit.sh
+
 SWEEP ?= sweeps/default.json
 sweep: deps
 	$(MAKE) all
 	$(MAKE) data
 	$(BUILD)/sweep $(SWEEP)
+
+# `make plan SWEEP=...`: the same spec as plans only (build/sweep --plan-only): nothing is launched
+plan: deps
+	$(MAKE) all
+	$(BUILD)/sweep $(SWEEP) --plan-only
 
 # ---- fuzzing and static analysis (README: "Bad input") ------------------------------------------------
 # Install one tool's Debian package when it is missing (root), else say what to run.
@@ -126,3 +137,4 @@ clean:
 	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/tests/*.d)

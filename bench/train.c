@@ -34,7 +34,11 @@ static const cli_opt OPTS[] = {
     {"init", CLI_STR, F(init), "FILE", "initialise from an HF-named safetensors file (F32 or BF16)"},
     {"save", CLI_STR, F(save), "FILE", "write the trained model as HF-named F32 safetensors"},
     {"out", CLI_STR, F(out), "FILE", "run record (or plan) as JSON, written atomically"},
-    {"mem-budget", CLI_STR, F(mem_budget), "SIZE", "per-rank tracked memory budget: 96MiB, 80GB, 80GiB ..."},
+    {"mem-budget", CLI_STR, F(mem_budget), "SIZE|auto", "per-rank tracked memory budget: 96MiB, 80GB, 80GiB ...; auto (CUDA): "
+     "device memory free after context, cuBLAS and NCCL set-up, minus --mem-reserve"},
+    {"mem-reserve", CLI_STR, F(mem_reserve), "SIZE", "with auto or --gpu: device memory kept out of the budget (default 1GiB)"},
+    {"gpu", CLI_STR, F(gpu), "NAME", "with --plan: plan against device NAME (h100-80gb, h200-141gb, a100-80gb, a100-40gb; "
+     "usable - runtime overhead - reserve); on a CUDA run: --mem-budget auto"},
     {"plan", CLI_ON, F(plan), NULL, "plan memory for one step without running (one process)"},
     {"world", CLI_INT, F(world), "W", "with --plan: world size to plan for"},
     {"sequence-parallel", CLI_ON, F(sp), NULL, "sequence parallel (default on when tp > 1)"},

@@ -97,20 +97,16 @@ void model_free(model_t *M) {
     M->units = NULL; M->acts = NULL; M->loss_host = NULL;
 }
 
-typedef struct { uint64_t seed; double std; } init_ctx;
+typedef struct { uint64_t seed; double std; int threads; } init_ctx;
 static void fill_init(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, float *dst) {
     const init_ctx *c = ctx;
-    uint64_t h = init_name_hash(s->name);
-    for (int64_t e = first; e < first + count; e++) {
-        int64_t r = e / s->cols, col = e % s->cols;
-        if (s->ndim == 1) { dst[e - first] = 1.0f; continue; }
-        if (r >= s->valid_rows) { dst[e - first] = 0.0f; continue; }
-        uint64_t idx = (uint64_t)((s->row0 + r) * s->full_cols + s->col0 + col);
-        dst[e - first] = (float)(c->std * init_normal(c->seed, h, idx));
-    }
+    init_block b = {.seed = c->seed, .name_hash = init_name_hash(s->name), .std = c->std, .cols = s->cols,
+                    .full_cols = s->full_cols, .row0 = s->row0, .col0 = s->col0, .valid_rows = s->valid_rows,
+                    .ndim = s->ndim};
+    init_fill(&b, first, count, dst, c->threads);
 }
 void model_init_params(model_t *M, uint64_t seed) {
-    init_ctx c = {seed, M->cfg.initializer_range};
+    init_ctx c = {seed, M->cfg.initializer_range, init_threads()};
     fsdp_fill_params(&M->fsdp, fill_init, &c);
 }
 

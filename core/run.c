@@ -1,6 +1,7 @@
 /* core/run.c — one training run of one mesh and the --plan entry; see run.h. In order: the run
  * state, the record (config, summary, memory, comm, env), measurements over ranks, the configuration
- * checks, then the run itself in the order it happens: MPI and mesh, inputs, the budget gate, the
+ * checks, then the run itself in the order it happens: MPI and mesh, inputs, communicators and (CUDA)
+ * the device measured for --mem-budget auto, the budget gate, the
  * engine, the step loop, the end (record, --save). The option table and --help are bench/train.c. */
 #include <jansson.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/data.h"
+#include "core/gpus.h"
 #include "core/mem.h"
 #include "core/mesh.h"
 #include "core/metrics.h"
@@ -72,6 +74,8 @@ typedef struct run {
     int have_plan;
     const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
     int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
+    gpus_budget gb;              /* --mem-budget / --mem-reserve / --gpu, resolved */
+    gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
     json_t *hosts;               /* distinct host names of the ranks */
     /* the engine of a run */
     const ops_t *ops;
@@ -147,6 +151,9 @@ static json_t *config_json(const run_t *R) {
     json_object_set_new(j, "comm", json_string(R->comm_name ? R->comm_name : o->comm));
     json_object_set_new(j, "dtype", json_string(o->dtype));
     json_object_set_new(j, "mem_budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
+    json_object_set_new(j, "mem_budget_auto", json_boolean(R->gb.is_auto));
+    json_object_set_new(j, "mem_reserve", R->gb.is_auto || R->gb.gpu ? json_integer((json_int_t)R->gb.reserve) : json_null());
+    json_object_set_new(j, "gpu", R->gb.gpu ? json_string(R->gb.gpu->name) : json_null());
     json_object_set_new(j, "warmup_steps_excluded", json_integer(o->excluded));
     return j;
 }
@@ -205,9 +212,19 @@ static int write_record(run_t *R, const char *status, const char *error, const u
     json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
     /* CUDA: what the device reports in use (context, cuBLAS workspace, NCCL buffers included) next to
      * the tracked bytes still allocated at that moment */
-    json_object_set_new(mem, "device", R->dev_total ? json_pack("{s:I, s:I, s:I}", "total", (json_int_t)R->dev_total,
-                        "used_at_end", (json_int_t)R->dev_used, "untracked_at_end",
-                        (json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)) : json_null());
+    json_t *dev = json_null();
+    if (R->dev_total || R->dev.total) {
+        /* the set-up figures (after context, cuBLAS and NCCL, before the engine's first byte) and the end */
+        dev = json_pack("{s:I, s:I, s:I, s:I, s:b}", "total", (json_int_t)(R->dev.total ? R->dev.total : (uint64_t)R->dev_total),
+                        "free_after_setup", (json_int_t)R->dev.free_after_setup,
+                        "runtime_overhead", (json_int_t)R->dev.runtime_overhead, "reserve", (json_int_t)R->gb.reserve,
+                        "budget_auto", R->gb.is_auto);
+        if (R->dev_total) {
+            json_object_set_new(dev, "used_at_end", json_integer((json_int_t)R->dev_used));
+            json_object_set_new(dev, "untracked_at_end", json_integer((json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)));
+        }
+    }
+    json_object_set_new(mem, "device", dev);
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "comm", record_comm(comm_get_stats()));
     char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -299,10 +316,10 @@ static int check_cfg(run_t *R) {
     if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
     if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* design 4.8: bf16 is CUDA's default */
     if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16")) BAD("--dtype must be fp32 or bf16 (got '%s')", o->dtype);
-    if (o->mem_budget) {
-        if (parse_size(o->mem_budget, &R->budget) || R->budget == 0)
-            BAD("--mem-budget '%s' is not a size (examples: 96MiB, 80GB, 80GiB)", o->mem_budget);
-    }
+    if (gpus_resolve_budget(o->mem_budget, o->mem_reserve, o->gpu, o->plan, !strcmp(o->backend, "cuda"), &R->gb, err,
+                            sizeof err))
+        BAD("%s", err);
+    R->budget = R->gb.budget; /* 0 until measured on the device when auto */
     if (!strcmp(o->batch, "max")) {
         if (!o->plan) BAD("--batch-size max is only valid with --plan (the sweep confirms it with real runs)");
         R->max_batch = 1; R->B = 1;
@@ -371,6 +388,13 @@ int run_plan(const run_cfg *c) {
     if (o->world > 65536) { say("--world %d is more ranks than --plan supports (65536)", o->world); free(R); return 2; }
     if (o->save) { say("--save is not used with --plan (nothing is trained)"); free(R); return 2; }
     if (check_outputs(o, err, sizeof err)) { say("%s", err); free(R); return 2; }
+    if (R->gb.gpu) {
+        char u[32], ov[32], rs[32], b[32];
+        mem_format(u, sizeof u, R->gb.gpu->usable_bytes); mem_format(ov, sizeof ov, R->gb.gpu->overhead_bytes);
+        mem_format(rs, sizeof rs, R->gb.reserve); mem_format(b, sizeof b, R->budget);
+        printf("# --gpu %s (%s): %s as the runtime reports it - %s typical runtime overhead - %s reserve = budget %s\n",
+               R->gb.gpu->name, R->gb.gpu->device, u, ov, rs, b);
+    }
     plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
                   .budget = R->budget, .dtype = o->dtype, .out = o->out};
     rc = plan_report(&q);
@@ -523,17 +547,44 @@ static void budget_gate(run_t *R) {
     fail(3);
 }
 
-/* memory, communicators, the model and its parameters (seed or --init), FLOP figures, the optimizer */
-static void build_engine(run_t *R) {
+/* the communicators; then, on CUDA, what the device has left once its context, cuBLAS and the NCCL
+ * communicators exist: recorded always, and the budget when it is `auto` (the smallest over ranks, so
+ * every rank plans the same; ranks sharing a GPU share its free memory) */
+static void setup_comm(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
-    mem_init(R->ops, 0, R->budget);
     comm_mpi_groups(&R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->wg);
     if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
     int code = agree_check();
     if (code) fail(code);
     R->comm_name = R->use_nccl ? "nccl" : (R->ops != &ops_cpu && R->world > 1 ? "mpi-staged" : "mpi");
+#ifdef MESHSWEEP_CUDA
+    if (R->ops == &ops_cpu) return;
+    int lr, ls, ndev = cuda_device_count();
+    comm_local_rank(&lr, &ls);
+    int per_gpu = ndev > 0 ? (ls + ndev - 1) / ndev : 1;
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank's context and communicators exist before anyone measures */
+    int bad = gpus_measure_device(R->ops, per_gpu, &R->gb, &R->dev, err, sizeof err) != 0, anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) {
+        if (bad) say("%s", err); else say("--mem-budget auto: the device of another rank has no more than --mem-reserve free");
+        fail(2);
+    }
+    if (R->gb.is_auto) {
+        unsigned long long b = R->gb.budget;
+        MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+        R->budget = R->gb.budget = b;
+    }
+#endif
+}
+
+/* memory, the model and its parameters (seed or --init), FLOP figures, the optimizer */
+static void build_engine(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    int code;
+    mem_init(R->ops, 0, R->budget);
     model_t *M = &R->M;
     if (model_init(M, &R->cfg, &R->mesh, &R->tpg, &R->dpg, R->ops, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
     if ((code = agree_check())) fail(code);
@@ -627,8 +678,16 @@ static int step_loop(run_t *R) {
         if (g_rank0 && ((s + 1) % o->log_every == 0 || s == 0 || last)) {
             double el = (comm_now_ms() - t_start) / 1e3, eta = el / (s + 1) * (o->steps - s - 1);
             char mb[32]; mem_format(mb, sizeof mb, mem_get_stats()->total_peak);
-            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs\n",
-                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta);
+            char dv[256] = "";
+            if (s == 0 && R->dev.total) { /* the first line says what the budget was made of */
+                char t[32], ov[32], rs[32], b[32];
+                mem_format(t, sizeof t, R->dev.total); mem_format(ov, sizeof ov, R->dev.runtime_overhead);
+                mem_format(rs, sizeof rs, R->gb.reserve); mem_format(b, sizeof b, R->budget);
+                snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
+                         R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
+            }
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv);
         }
     }
     return 0;
@@ -687,6 +746,7 @@ int run_train(const run_cfg *c, run_result *res) {
     if (code) { free(R); return code; }
     start_mpi(R);
     open_inputs(R);
+    setup_comm(R);
     budget_gate(R);
     build_engine(R);
     code = end_run(R, step_loop(R), res);

@@ -9,10 +9,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -166,6 +168,7 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
         close(logfd);
         return -1;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         r->outcome = SWEEP_LAUNCH_IO_ERROR;
@@ -177,6 +180,9 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
     if (pid == 0) {
         /* child: only async-signal-safe calls until exec */
         setpgid(0, 0);
+        /* if the runner dies (kill -9), the launch gets SIGTERM: mpirun then stops its ranks */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127);
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
@@ -266,6 +272,10 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
         sleep_ms(20);
     }
     if (timed_out || interrupted) kill(-pid, SIGKILL); /* anything left in its group (ESRCH: none) */
+    if (state == KILLED || (!timed_out && !interrupted && WIFSIGNALED(status))) {
+        int n = sweep_launch_cleanup_openmpi(pid);
+        if (n > 0) log_note(logfd, "[sweep] removed %.0f Open MPI leftovers of the killed launch (pid %ld)\n", n, (long)pid);
+    }
     close(logfd);
     r->elapsed_s = now_s() - t0;
     if (interrupted) r->outcome = SWEEP_LAUNCH_INTERRUPTED;
@@ -273,6 +283,59 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
     else if (WIFEXITED(status)) r->outcome = SWEEP_LAUNCH_EXITED, r->exit_code = WEXITSTATUS(status);
     else r->outcome = SWEEP_LAUNCH_SIGNALED, r->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     return 0;
+}
+
+/* ---- Open MPI's leftovers ----------------------------------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* mpirun (pid) keeps its session in $TMPDIR/ompi.<host>.<uid>/pid.<pid>/ and names the ranks'
+ * shared-memory segments /dev/shm/vader_segment.<host>.<uid>.<jobid hex>.<rank>, the job family
+ * being the first number of the session's contact.txt (family << 16). A SIGKILLed mpirun removes
+ * neither; this does, for that pid and that job family only, once the process is gone. */
+int sweep_launch_cleanup_openmpi(long pid) {
+    char host[256], base[PATH_MAX], sess[PATH_MAX + 32], contact[PATH_MAX + 48];
+    if (pid <= 0 || kill((pid_t)pid, 0) == 0 || gethostname(host, sizeof host) != 0) return 0;
+    host[sizeof host - 1] = '\0';
+    const char *tmp = getenv("TMPDIR");
+    snprintf(base, sizeof base, "%s/ompi.%s.%u", tmp && *tmp ? tmp : "/tmp", host, (unsigned)getuid());
+    snprintf(sess, sizeof sess, "%s/pid.%ld", base, pid);
+    struct stat st;
+    if (lstat(sess, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return 0;
+    int removed = 0;
+    snprintf(contact, sizeof contact, "%s/contact.txt", sess);
+    FILE *f = fopen(contact, "r");
+    unsigned long long jobfam = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &jobfam) != 1) jobfam = 0;
+        fclose(f);
+    }
+    DIR *d = jobfam ? opendir("/dev/shm") : NULL;
+    struct dirent *e;
+    char prefix[300];
+    int pl = snprintf(prefix, sizeof prefix, "vader_segment.%s.", host);
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, (size_t)pl) != 0) continue;
+        /* ...<uid>.<jobid hex>.<rank>: the jobid's upper 16 bits are the family */
+        char name[256];
+        snprintf(name, sizeof name, "%s", e->d_name + pl);
+        char *last = strrchr(name, '.');
+        if (!last) continue;
+        *last = '\0';
+        char *jid = strrchr(name, '.');
+        char *end;
+        unsigned long long j = strtoull(jid ? jid + 1 : name, &end, 16);
+        if (*end || (j & ~0xffffull) != (jobfam & ~0xffffull)) continue;
+        char path[600];
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && unlink(path) == 0) removed++;
+    }
+    if (d) closedir(d);
+    if (nftw(sess, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0) removed++;
+    return removed; /* base itself stays: another mpirun may be about to use it */
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */

@@ -46,6 +46,11 @@ int sweep_launch_interrupted(void);
  * started and reaped (look at outcome), -1 on EXEC_FAILED / IO_ERROR. */
 int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r);
 
+/* After a launch that was killed (SIGKILL to mpirun): remove the Open MPI session folder of that
+ * mpirun pid and the shared-memory segments of its job, if they are ours and the pid is gone.
+ * Returns how many were removed. Called by sweep_launch itself; public for tests. */
+int sweep_launch_cleanup_openmpi(long pid);
+
 /* Write len bytes to path via a temp file in the same directory, fsync, rename. 0 or -1 (errno). */
 int sweep_write_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p; 0 or -1 (errno). */

@@ -24,7 +24,7 @@ static const struct { const char *key; int required; } spec_keys[] = {
     {"eval_data", 0}, {"eval_every", 0}, {"backend", 0}, {"launcher", 0}, {"timeout_s", 0},
     {"seed", 0}, {"schedule", 0}, {"warmup", 0}, {"grad_clip", 0}, {"weight_decay", 0},
     {"sequence_parallel", 0}, {"prefetch", 0}, {"checkpoint_activations", 0}, {"extra_args", 0},
-    {"results_dir", 0},
+    {"results_dir", 0}, {"target_loss", 0}, {"gpu", 0},
 };
 #define N_SPEC_KEYS ((int)(sizeof spec_keys / sizeof spec_keys[0]))
 
@@ -166,6 +166,26 @@ int sweep_name_valid(const char *name) {
             return 0;
     }
     return 1;
+}
+
+/* The options of build/train that the runner sets itself, and the spec key each comes from. */
+static const struct { const char *opt, *key; } owned_opts[] = {
+    {"--tp", "meshes"}, {"--world", "world"}, {"--batch-size", "batch_size / global_batch"},
+    {"--steps", "steps"}, {"--seq-len", "seq_len"}, {"--model", "model"}, {"--out", "the results folder"},
+    {"--mem-budget", "mem_budget"}, {"--data", "data"}, {"--eval-data", "eval_data"},
+    {"--eval-every", "eval_every"}, {"--seed", "seed"}, {"--lr", "lr"}, {"--backend", "backend"},
+    {"--schedule", "schedule"}, {"--warmup", "warmup"}, {"--grad-clip", "grad_clip"},
+    {"--weight-decay", "weight_decay"}, {"--sequence-parallel", "sequence_parallel"},
+    {"--no-sequence-parallel", "sequence_parallel"}, {"--prefetch", "prefetch"}, {"--no-prefetch", "prefetch"},
+    {"--checkpoint-activations", "checkpoint_activations"}, {"--plan", "--plan-only"}, {"--gpu", "gpu"},
+};
+
+const char *sweep_owned_option(const char *arg) {
+    for (size_t i = 0; i < sizeof owned_opts / sizeof owned_opts[0]; i++) {
+        size_t n = strlen(owned_opts[i].opt);
+        if (strncmp(arg, owned_opts[i].opt, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) return owned_opts[i].key;
+    }
+    return NULL;
 }
 
 /* ---- the parser ------------------------------------------------------------------------------ */
@@ -327,8 +347,10 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (get_num(root, "lr", 0.0, 1, &s->lr, err, el)) return -1;
     if (json_object_get(root, "mem_budget")) {
         if (get_str(root, "mem_budget", &s->mem_budget, err, el)) return -1;
-        if (parse_size(s->mem_budget, &s->mem_budget_bytes) != 0 || s->mem_budget_bytes == 0) {
-            errmsg_set(err, el, "mem_budget: \"%.40s\" is not a size (e.g. \"96MiB\", \"80GB\", \"80GiB\")",
+        /* "auto" (CUDA: the device's free memory less the reserve, resolved by train) has no bytes here */
+        if (strcmp(s->mem_budget, "auto") != 0 &&
+            (parse_size(s->mem_budget, &s->mem_budget_bytes) != 0 || s->mem_budget_bytes == 0)) {
+            errmsg_set(err, el, "mem_budget: \"%.40s\" is not a size (e.g. \"96MiB\", \"80GB\", \"80GiB\") or \"auto\"",
                     s->mem_budget);
             return -1;
         }
@@ -351,6 +373,10 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
             errmsg_set(err, el, "backend: expected \"cpu\" or \"cuda\", got \"%.40s\"", s->backend);
             return -1;
         }
+    }
+    if (s->mem_budget && strcmp(s->mem_budget, "auto") == 0 && strcmp(s->backend, "cuda") != 0) {
+        errmsg_set(err, el, "mem_budget: \"auto\" needs \"backend\": \"cuda\" (it is the device's free memory)");
+        return -1;
     }
     if (json_object_get(root, "launcher")) {
         if (get_str_array(root, "launcher", 0, &s->launcher, &s->n_launcher, err, el)) return -1;
@@ -410,6 +436,17 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "extra_args") &&
         get_str_array(root, "extra_args", 0, &s->extra_args, &s->n_extra_args, err, el))
         return -1;
+    for (int i = 0; i < s->n_extra_args; i++) {
+        const char *key = sweep_owned_option(s->extra_args[i]);
+        if (key) {
+            errmsg_set(err, el, "extra_args[%d]: \"%.40s\" is set by the runner (from %s); remove it", i,
+                       s->extra_args[i], key);
+            return -1;
+        }
+    }
+    if (json_object_get(root, "target_loss") && get_num(root, "target_loss", 0.0, 1, &s->target_loss, err, el))
+        return -1;
+    if (json_object_get(root, "gpu") && get_str(root, "gpu", &s->gpu, err, el)) return -1;
     s->results_dir = "results";
     if (json_object_get(root, "results_dir") && get_str(root, "results_dir", &s->results_dir, err, el))
         return -1;
@@ -568,25 +605,49 @@ static int push_launcher_elem(sweep_argv *a, const char *e, int world) {
     return sweep_argv_push(a, buf);
 }
 
+int sweep_launcher_is_openmpi(const sweep_spec *s) {
+    if (s->n_launcher == 0) return 0;
+    const char *b = strrchr(s->launcher[0], '/');
+    b = b ? b + 1 : s->launcher[0];
+    return strcmp(b, "mpirun") == 0 || strcmp(b, "mpiexec") == 0 || strcmp(b, "orterun") == 0;
+}
+
 int sweep_train_argv(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
                      const char *train_path, const char *out_path, sweep_argv *a) {
+    return sweep_train_argv_env(s, m, kind, batch_size, train_path, out_path, NULL, a);
+}
+
+int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
+                         const char *train_path, const char *out_path, const char *const *forward_env,
+                         sweep_argv *a) {
     int rc = 0;
 #define P(x) rc |= sweep_argv_push(a, (x))
 #define PF(...) rc |= sweep_argv_pushf(a, __VA_ARGS__)
     if (kind != SWEEP_ARGV_PLAN)
-        for (int i = 0; i < s->n_launcher; i++) rc |= push_launcher_elem(a, s->launcher[i], s->world);
+        for (int i = 0; i < s->n_launcher; i++) {
+            rc |= push_launcher_elem(a, s->launcher[i], s->world);
+            /* Open MPI passes only OMPI_* variables to remote ranks: name the others the runner sets */
+            for (const char *const *e = forward_env; i == 0 && e && *e && sweep_launcher_is_openmpi(s); e++) {
+                P("-x");
+                P(*e);
+            }
+        }
     P(train_path);
     if (kind == SWEEP_ARGV_PLAN) {
         P("--plan");
         P("--world");
         PF("%d", s->world);
+        if (s->gpu) {
+            P("--gpu");
+            P(s->gpu);
+        }
     }
     P("--model");
     P(s->model);
     P("--tp");
     PF("%d", m->tp);
     P("--batch-size");
-    if (kind == SWEEP_ARGV_PLAN) P("max");
+    if (kind == SWEEP_ARGV_PLAN && batch_size <= 0) P("max");
     else PF("%d", batch_size);
     P("--seq-len");
     PF("%d", s->seq_len);

@@ -33,7 +33,7 @@ typedef struct sweep_spec {
     int seq_len, steps;
     double lr;
     const char *mem_budget;     /* as written ("96MiB"); NULL when absent */
-    uint64_t mem_budget_bytes;  /* 0 when absent */
+    uint64_t mem_budget_bytes;  /* 0 when absent or "auto" (resolved by train on the device) */
     int batch_mode;             /* enum sweep_batch_mode */
     int global_batch;           /* SWEEP_BATCH_GLOBAL only */
     const char *data, *eval_data;  /* eval_data NULL when absent */
@@ -52,6 +52,8 @@ typedef struct sweep_spec {
     int n_extra_args;
     const char **extra_args;
     const char *results_dir;    /* default "results" */
+    double target_loss;         /* "seconds to reach loss X" in the report; 0: the highest final loss */
+    const char *gpu;            /* --plan --gpu NAME (plan against a named device); NULL when absent */
 } sweep_spec;
 
 /* Parse a spec from JSON text. `origin` names it in parse errors. On error writes one line
@@ -78,10 +80,21 @@ void sweep_argv_free(sweep_argv *a);
 enum sweep_launch_kind {
     SWEEP_ARGV_RUN = 1,    /* a measured run: the spec's steps, eval */
     SWEEP_ARGV_PROBE,      /* a max-batch probe: --steps 2, no eval */
-    SWEEP_ARGV_PLAN,       /* build/train --plan --batch-size max: one process, no launcher */
+    SWEEP_ARGV_PLAN,       /* build/train --plan --batch-size max (or the batch given): one process, no launcher */
 };
+/* The spec key behind an option of build/train that the runner sets itself ("--tp" -> "meshes",
+ * also "--tp=2"), or NULL when the option is free for extra_args. */
+const char *sweep_owned_option(const char *arg);
+/* The launcher is Open MPI's (mpirun, mpiexec, orterun): remote ranks get only OMPI_* variables
+ * unless named with -x. */
+int sweep_launcher_is_openmpi(const sweep_spec *s);
 /* Build the argv of one launch: launcher (with "{world}" replaced) + train + options + --out.
  * batch_size is ignored for SWEEP_ARGV_PLAN. Every spec string is one argv element, as written. */
 int sweep_train_argv(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
                      const char *train_path, const char *out_path, sweep_argv *a);
+/* The same, with "-x NAME" after an Open MPI launcher's program for each name in forward_env
+ * (NULL-terminated; NULL for none), so the variables the runner sets reach every host. */
+int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
+                         const char *train_path, const char *out_path, const char *const *forward_env,
+                         sweep_argv *a);
 #endif

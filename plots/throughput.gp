@@ -1,7 +1,9 @@
-# plots/throughput.gp — tokens per second of every mesh, as bars: global (all ranks) on the left,
-# per rank on the right (they differ by the world size, so they get separate axes).
-# Data: throughput.dat, columns: mesh label, global tok/s, tok/s per rank (0 for a run without
-# a measurement; its label says its status). Variables: world (ranks per run).
+# plots/throughput.gp — tokens per second of every mesh, as bars: global (all ranks), per rank (they
+# differ by the world size, so they get separate axes), and MFU twice: against one core per rank, and
+# against the compute share each rank had (peak × min(1, cores/ranks) per host).
+# Data: throughput.dat, columns: mesh label, global tok/s, tok/s per rank, MFU %, MFU (core share) %
+# (0 for a run without a measurement, its label saying its status; MFU share 0 when n/a).
+# Variables: world (ranks per run).
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
@@ -9,11 +11,15 @@ set boxwidth 0.8
 set yrange [0:*]
 set xlabel "mesh (dp x tp)"
 set key off
-set multiplot layout 1,2 title sprintf("%s: training throughput per mesh (%d ranks)", name, world)
+set multiplot layout 1,3 title sprintf("%s: training throughput per mesh (%d ranks)", name, world)
 set title "global"
 set ylabel "tokens/s (all ranks)"
 plot 'throughput.dat' using 2:xtic(1) lt 1
 set title "per rank"
 set ylabel "tokens/s per rank"
 plot 'throughput.dat' using 3:xtic(1) lt 2
+set title "MFU (%)"
+set ylabel "MFU, % of peak"
+set key below horizontal
+plot 'throughput.dat' using 4:xtic(1) lt 3 title "1 core per rank", '' using 5 lt 4 title "core share (0: n/a)"
 unset multiplot

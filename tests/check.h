@@ -1,23 +1,39 @@
 /* tests/check.h — the tiny harness every C test uses. Each CHECK prints one line:
  *   "ok   <name>"  or  "FAIL <name>: <why>"  (or "skip <name>: <why>")
- * tests/run.sh counts those lines across all tests and prints "N passed, N failed".
- * A test program exits 1 if any check failed. */
+ * on stdout for the log and appends the same line to the file named by $MESHSWEEP_TEST_RESULTS
+ * (set by tests/run.sh), which is the only place tests/run.sh counts results: output of the code
+ * under test can never be mistaken for a pass. A test program exits 1 if any check failed. */
 #ifndef MESHSWEEP_CHECK_H
 #define MESHSWEEP_CHECK_H
 #include <stdio.h>
+#include <stdlib.h>
 #include <stdarg.h>
 static int check_failed_ = 0, check_passed_ = 0;
-static inline void check_(int cond, const char *name, const char *fmt, ...) {
-    if (cond) { printf("ok   %s\n", name); check_passed_++; }
-    else {
-        printf("FAIL %s: ", name);
-        va_list ap; va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
-        printf("\n"); check_failed_++;
+static inline void check_emit_(const char *line) {
+    fputs(line, stdout); fflush(stdout);
+    const char *path = getenv("MESHSWEEP_TEST_RESULTS");
+    if (path && *path) {
+        FILE *f = fopen(path, "a");
+        if (f) { fputs(line, f); fclose(f); }
     }
-    fflush(stdout);
+}
+static inline void check_(int cond, const char *name, const char *fmt, ...) {
+    char line[1024];
+    if (cond) { snprintf(line, sizeof line, "ok   %s\n", name); check_passed_++; }
+    else {
+        int n = snprintf(line, sizeof line, "FAIL %s: ", name);
+        if (n < 0 || n >= (int)sizeof line - 2) n = 0;
+        va_list ap; va_start(ap, fmt); vsnprintf(line + n, sizeof line - n - 1, fmt, ap); va_end(ap);
+        size_t l = 0; while (line[l]) l++;
+        line[l] = '\n'; line[l + 1] = 0;
+        check_failed_++;
+    }
+    check_emit_(line);
 }
 #define CHECK(cond, name, ...) check_((cond), (name), __VA_ARGS__)
-static inline void skip_(const char *name, const char *why) { printf("skip %s: %s\n", name, why); fflush(stdout); }
+static inline void skip_(const char *name, const char *why) {
+    char line[1024]; snprintf(line, sizeof line, "skip %s: %s\n", name, why); check_emit_(line);
+}
 #define SKIP(name, why) skip_((name), (why))
 static inline int check_exit(void) { return check_failed_ ? 1 : 0; }
 #endif

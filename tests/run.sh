@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# tests/run.sh — runs every test of meshsweep and prints the closing line "N passed, N failed".
-# Each test (a build/tests/* binary or a tests/t_*.sh script) prints one line per check:
-# "ok   NAME", "FAIL NAME: why" or "skip NAME: why" (tests/check.h, tests/lib.sh). A test that exits
-# non-zero without printing a FAIL line counts as one failure, so a crash is never a pass.
-# Environment: BUILD (default build), ONLY=substring to run a subset.
+# tests/run.sh — runs every test of meshsweep and prints the closing line "N passed, N failed, N skipped".
+# Each test (a build/tests/* binary or a tests/t_*.sh script) reports one line per check,
+# "ok   NAME", "FAIL NAME: why" or "skip NAME: why", through tests/check.h or tests/lib.sh, which
+# append them to a result file ($MESHSWEEP_TEST_RESULTS) besides the log. Only that file is counted:
+# program output on stdout can never count as a pass.
+# The manifest tests/expected.txt lists every test with the least number of ok checks it must
+# report. A test fails when it is missing, reports fewer checks than listed, exits non-zero without a
+# FAIL line (a crash is never a pass), or reports nothing; a test that is not in the manifest fails
+# too (add new tests there). A test marked may-skip there may skip all its checks (no GPU, sanitizer
+# build); the closing line names every test that skipped everything.
+# Environment: BUILD (default build), ONLY=substring to run a subset (an ONLY that matches no test
+# fails); MANIFEST and SUITE_DIR (default tests/expected.txt, tests) for the runner's own test.
+# Writes $BUILD/test-logs/NAME.log, NAME.results and summary.tsv (name ok failed skipped).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -14,25 +22,61 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OPENBLAS_NUM_THREADS=1
 # `make test SAN=1`: sanitizer options, suppressions and report collection (tests/san/env.sh)
 if [ "$BUILD" = build-san ]; then . tests/san/env.sh; fi
+MANIFEST=${MANIFEST:-tests/expected.txt}
 pass=0; fail=0; skip=0
 logdir=$BUILD/test-logs; mkdir -p "$logdir"
+summary=$logdir/summary.tsv; : > "$summary"
+
+declare -A want_min=() may_skip=() seen=()
+if [ ! -f "$MANIFEST" ]; then echo "FAIL run: manifest $MANIFEST missing"; exit 1; fi
+while read -r name min flags; do
+  case "$name" in ''|'#'*) continue;; esac
+  want_min[$name]=$min
+  for fl in ${flags:-}; do
+    case "$fl" in
+      may-skip) may_skip[$name]=1;;
+      san:*) [ "$BUILD" = build-san ] && want_min[$name]=${fl#san:};;   # fewer checks in the sanitizer build
+    esac
+  done
+done < "$MANIFEST"
+
 tests=()
 for t in "$BUILD"/tests/*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done
-for t in tests/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
+for t in "${SUITE_DIR:-tests}"/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
+allskip=()
+ran=0
 for t in "${tests[@]}"; do
   name=$(basename "$t")
   if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then continue; fi
-  log="$logdir/$name.log"
+  seen[$name]=1; ran=$((ran + 1))
+  log="$logdir/$name.log"; res="$logdir/$name.results"; : > "$res"
   start=$(date +%s)
-  if [[ "$t" == *.sh ]]; then timeout 1800 bash "$t" > "$log" 2>&1; rc=$?
-  else timeout 1800 "$t" > "$log" 2>&1; rc=$?; fi
-  p=$(grep -c '^ok ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^skip ' "$log")
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $name: exited $rc without a FAIL line" >> "$log"; f=1; fi
-  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ]; then echo "FAIL $name: ran no check" >> "$log"; f=1; fi
+  if [[ "$t" == *.sh ]]; then MESHSWEEP_TEST_RESULTS=$res timeout 1800 bash "$t" > "$log" 2>&1; rc=$?
+  else MESHSWEEP_TEST_RESULTS=$res timeout 1800 "$t" > "$log" 2>&1; rc=$?; fi
+  note() { echo "FAIL $name: $1" >> "$res"; echo "FAIL $name: $1" >> "$log"; }
+  p=$(grep -c '^ok ' "$res"); f=$(grep -c '^FAIL ' "$res"); s=$(grep -c '^skip ' "$res")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then note "exited $rc without a FAIL line"; f=1; fi
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ]; then note "ran no check"; f=1; fi
+  if [ -z "${want_min[$name]:-}" ]; then note "not in the manifest $MANIFEST (add it with its check count)"; f=$((f + 1))
+  elif [ "$p" -eq 0 ] && [ "$s" -gt 0 ] && [ "$f" -eq 0 ]; then
+    allskip+=("$name")
+    [ -n "${may_skip[$name]:-}" ] || { note "skipped every check ($s); only may-skip tests may"; f=1; }
+  elif [ "$f" -eq 0 ] && [ "$p" -lt "${want_min[$name]}" ]; then note "$p ok checks, the manifest expects at least ${want_min[$name]}"; f=$((f + 1)); fi
   pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+s))
+  printf '%s\t%d\t%d\t%d\n' "$name" "$p" "$f" "$s" >> "$summary"
   printf '%-28s %4d ok %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" "$(( $(date +%s) - start ))"
-  grep -E '^(FAIL|skip) ' "$log" | sed 's/^/    /'
+  grep -E '^(FAIL|skip) ' "$res" | sed 's/^/    /'
 done
+# listed tests that did not run: a deleted binary or suite must not just vanish from the count
+for name in "${!want_min[@]}"; do
+  if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then continue; fi
+  [ -n "${seen[$name]:-}" ] && continue
+  echo "FAIL $name: listed in $MANIFEST but not found (missing binary or suite)"; fail=$((fail + 1))
+  printf '%s\t0\t1\t0\n' "$name" >> "$summary"
+done
+if [ "$ran" -eq 0 ]; then echo "FAIL run: no test matches ONLY='${ONLY:-}'"; fail=$((fail + 1)); fi
 if [ "$BUILD" = build-san ]; then san_check; fail=$((fail + $?)); fi
-echo "$pass passed, $fail failed, $skip skipped"
+line="$pass passed, $fail failed, $skip skipped"
+[ "${#allskip[@]}" -gt 0 ] && line="$line; skipped entirely: ${allskip[*]}"
+echo "$line"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_faults.sh — faults end to end on the smoke sweep (sweeps/smoke.json, with absolute data paths
 # and more steps so a run can be hit mid-way): one rank SIGKILLed mid-run (recorded failed, the sweep
-# goes on, finished runs untouched, a rerun re-launches nothing); a hung rank (SIGSTOP: the run is killed
+# goes on, finished runs untouched, a rerun retries only the failed run); a hung rank (SIGSTOP: the run is killed
 # at timeout_s and recorded, nothing left running); SIGINT to the runner mid-run (exit 130, no partial
 # record; the next invocation resumes, re-runs only the interrupted launch and loses nothing); a
 # diverging run (--lr 1e6 --grad-clip 0: status diverged, exit 4 on every rank, no hang); a full and a
@@ -101,13 +101,14 @@ else
   msg=$(all_complete "$K") || why="$why $msg;"
   leftovers && why="$why processes left: $(pgrep -fa "$T/" | head -2 | tr '\n' ' ');"
   [ -z "$why" ] && ok faults_sigkill_rank_recorded_failed || fail faults_sigkill_rank_recorded_failed "$why"
-  # a rerun re-launches nothing: failed is a final status, and every file stays as it was
-  before=$(snapshot "$K/runs")
+  # a rerun retries only the failed run: ok runs are final, and their files stay as they were
+  before=$(snapshot "$K/runs" '2x2\.json\|2x2\.log')
   "$SWEEP" "$T/kill.json" --out-dir "$T/res" > /dev/null 2> "$T/kill2.err"; rc=$?
-  after=$(snapshot "$K/runs")
-  if [ $rc -eq 0 ] && [ "$(grep -c 'skipped (already complete' "$T/kill2.err")" -eq 3 ] && [ "$before" = "$after" ]; then
-    ok faults_sigkill_rerun_runs_nothing
-  else fail faults_sigkill_rerun_runs_nothing "rc $rc, $(grep -c skipped "$T/kill2.err") skipped, changed: $(diff <(echo "$before") <(echo "$after") | head -2 | tr '\n' ' ')"; fi
+  after=$(snapshot "$K/runs" '2x2\.json\|2x2\.log')
+  if [ $rc -eq 0 ] && [ "$(grep -c 'skipped: resumed from' "$T/kill2.err")" -eq 2 ] && grep -q '2x2  run: was failed .*retrying' "$T/kill2.err" \
+     && json_ok "$K/runs/2x2.json" 'd["status"]=="ok"' && [ "$before" = "$after" ]; then
+    ok faults_sigkill_rerun_retries_only_failed
+  else fail faults_sigkill_rerun_retries_only_failed "rc $rc, $(grep -c skipped "$T/kill2.err") skipped, changed: $(diff <(echo "$before") <(echo "$after") | head -2 | tr '\n' ' ')"; fi
 fi
 
 # ==== 2. a hung run: rank 1 of the 4x1 run stopped (SIGSTOP), killed at the timeout ================

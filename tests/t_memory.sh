@@ -37,8 +37,8 @@ plan_vs_run 8x1_b2 8 1 2
 plan_vs_run 8x1_b3_ckpt 8 1 3 --checkpoint-activations
 
 # checkpointing: same losses, lower activation peak (1 rank, 4 steps)
-"$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --out "$T/nock.json" 2>/dev/null
-"$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --checkpoint-activations --out "$T/ck.json" 2>/dev/null
+must mem_checkpoint_run_off "$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --out "$T/nock.json" 2>/dev/null
+must mem_checkpoint_run_on "$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --checkpoint-activations --out "$T/ck.json" 2>/dev/null
 /usr/bin/python3 - "$T/nock.json" "$T/ck.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -53,7 +53,7 @@ PY
 BUDGET=24MiB
 for mesh in "2 4" "8 1"; do
   set -- $mesh; dp=$1; tp=$2; w=$((dp * tp)); name=${dp}x${tp}
-  "$TR" --plan --world $w --tp $tp --batch-size max --mem-budget $BUDGET "${COMMON[@]}" --out "$T/max$name.json" >/dev/null 2>&1
+  must "mem_maxbatch_${name}_plan" "$TR" --plan --world $w --tp $tp --batch-size max --mem-budget $BUDGET "${COMMON[@]}" --out "$T/max$name.json" >/dev/null 2>&1
   b=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_size'])" "$T/max$name.json" 2>/dev/null)
   if [ -z "$b" ] || [ "$b" -lt 1 ]; then fail "mem_maxbatch_$name" "plan found no batch"; continue; fi
   "${MPIRUN[@]}" -np $w "$TR" --tp $tp --batch-size $b --mem-budget $BUDGET "${COMMON[@]}" --out "$T/fit$name.json" >"$T/fit$name.log" 2>&1

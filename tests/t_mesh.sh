@@ -46,8 +46,8 @@ run_mesh 4x2_noprefetch 4 2 --no-prefetch
 run_mesh 2x2_nosp_noprefetch 2 2 --no-sequence-parallel --no-prefetch
 run_mesh 2x2_ckpt 2 2 --checkpoint-activations
 # a KJV training run on the 2x4 mesh learns as the 1-rank run does (30 steps, same global batch)
-"$BUILD/train" "${COMMON[@]}" --steps 30 --batch-size 8 --out "$T/long1.json" 2>/dev/null
-"${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --steps 30 --tp 4 --batch-size 4 --out "$T/long8.json" >/dev/null 2>&1
+must mesh_kjv_run_1x1 "$BUILD/train" "${COMMON[@]}" --steps 30 --batch-size 8 --out "$T/long1.json" 2>/dev/null
+must mesh_kjv_run_2x4 "${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --steps 30 --tp 4 --batch-size 4 --out "$T/long8.json" >/dev/null 2>&1
 /usr/bin/python3 tests/tools/compare.py runs mesh_2x4_kjv_30_steps "$T/long1.json" "$T/long8.json" 1e-4 1e-3
 /usr/bin/python3 - "$T/long8.json" <<'PY'
 import json, sys

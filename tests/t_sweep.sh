@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tests/t_sweep.sh — build/sweep end to end with the real build/train: the smoke sweep (records,
 # summary, CSV, charts, report, max batch = the plan's, probes), resume without re-running, a mesh
-# that fails while the others complete, a run past its timeout, shell syntax in a spec field, Ctrl-C,
-# equivalence mode, dry run, and spec errors (exit 2, one line). Not the parser's unit tests
-# (tests/test_sweep_spec.c). Uses python3 (or jq) only to validate JSON.
+# that fails while the others complete (and is retried), a run past its timeout, shell syntax in a
+# spec field, Ctrl-C, equivalence mode, dry run, spec errors and missing inputs (exit 2, one line,
+# before any launch); resume only of a matching folder (build, runner.json), the folder lock, records
+# that are not what was asked (launcher -np, empty launcher, a hand-written record), incomplete
+# charts and an unwritable report, kill -9 of the runner, --plan-only, hosts and cores in the report.
+# Not the parser's unit tests (tests/test_sweep_spec.c). Uses python3 (or jq) only to validate JSON.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -56,11 +59,24 @@ spec "$T/e7.json" '{"name": "e", '"$base"', "meshes": ["1x4", "4x1"], "global_ba
 expect_exit sweep_spec_global_batch_divides 2 'global_batch' -- "$SWEEP" "$T/e7.json" --out-dir "$T/r"
 expect_exit sweep_spec_missing_file 2 'cannot open' -- "$SWEEP" "$T/none.json"
 expect_exit sweep_unknown_option 2 'unknown option' -- "$SWEEP" sweeps/smoke.json --bogus
+# inputs the spec names are checked before any launch (exit 2 naming the key, nothing created)
+spec "$T/m1.json" '{"name": "e", '"${base/$DATA/$T/none.bin}"', "meshes": ["1x4"], "batch_size": 1}'
+expect_exit sweep_input_data_missing 2 "data: cannot open $T/none.bin" -- "$SWEEP" "$T/m1.json" --out-dir "$T/r"
+spec "$T/m2.json" '{"name": "e", '"$base"', "meshes": ["1x4"], "batch_size": 1, "eval_data": "'"$T"'"}'
+expect_exit sweep_input_eval_data_folder 2 'eval_data: .* is a folder' -- "$SWEEP" "$T/m2.json" --out-dir "$T/r"
+spec "$T/m3.json" '{"name": "e", '"${base/\"tiny\"/\"no-such-preset\"}"', "meshes": ["1x4"], "batch_size": 1}'
+expect_exit sweep_input_unknown_preset 2 '^sweep: .*: model: ' -- "$SWEEP" "$T/m3.json" --out-dir "$T/r"
+spec "$T/m4.json" '{"name": "e", '"${base/\"tiny\"/\"$T/no/config.json\"}"', "meshes": ["1x4"], "batch_size": 1}'
+expect_exit sweep_input_missing_config 2 '^sweep: .*: model: ' -- "$SWEEP" "$T/m4.json" --out-dir "$T/r"
+spec "$T/m5.json" '{"name": "e", '"$base"', "meshes": ["1x4"], "batch_size": 1, "launcher": ["no-such-mpirun", "-np", "{world}"]}'
+expect_exit sweep_input_launcher_not_on_path 2 'launcher\[0\]: no-such-mpirun is not a program on PATH' -- "$SWEEP" "$T/m5.json" --out-dir "$T/r"
+spec "$T/m6.json" '{"name": "e", '"$base"', "meshes": ["1x4"], "batch_size": 1, "extra_args": ["--steps", "9"]}'
+expect_exit sweep_spec_extra_args_owned 2 'extra_args\[0\]: "--steps" is set by the runner' -- "$SWEEP" "$T/m6.json" --out-dir "$T/r"
 check sweep_spec_errors_write_nothing test ! -e "$T/r"
 
 # ---- dry run: commands, no files -----------------------------------------------------------------
 out=$("$SWEEP" sweeps/smoke.json --dry-run --out-dir "$T/dry" 2>&1); rc=$?
-if [ $rc -eq 0 ] && grep -q -- '--plan' <<<"$out" && grep -q 'mpirun' <<<"$out" && [ ! -e "$T/dry" ]; then ok sweep_dry_run
+if [ $rc -eq 0 ] && grep -q -- '--plan' <<<"$out" && grep -q 'mpirun -x OPENBLAS_NUM_THREADS ' <<<"$out" && [ ! -e "$T/dry" ]; then ok sweep_dry_run
 else fail sweep_dry_run "rc $rc, files: $(ls "$T/dry" 2>&1 | head -1), out: $(head -c 300 <<<"$out")"; fi
 
 # ---- the smoke sweep -----------------------------------------------------------------------------
@@ -76,6 +92,7 @@ else
     json_ok "$D/runs/$m.json" 'd["schema"]=="meshsweep.run/1" and d["status"]=="ok" and all(k in d for k in ("mesh","batch_size","global_batch","steps","eval","summary","memory","config")) and len(d["steps"])>0 and d["summary"]["tok_s"]>0' || bad="$bad $m"
   done
   [ -z "$bad" ] && ok sweep_smoke_records || fail sweep_smoke_records "bad or failed records:$bad"
+  bad=""
   for f in "$D"/runs/*.json; do json_ok "$f" 'isinstance(d, dict)' || bad="$bad $f"; done
   [ -z "$bad" ] && ok sweep_smoke_all_json_valid || fail sweep_smoke_all_json_valid "invalid:$bad"
   check sweep_smoke_spec_copy json_ok "$D/spec.json" 'd == json.load(open("sweeps/smoke.json"))'
@@ -83,10 +100,10 @@ else
   rows=$(tail -n +2 "$D/summary.csv" | grep -c .)
   cols=$(head -1 "$D/summary.csv" | awk -F, '{print NF}')
   badrows=$(awk -F, -v n="$cols" 'NF != n' "$D/summary.csv" | wc -l)
-  if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,status$'; then ok sweep_smoke_csv
+  if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,status$'; then ok sweep_smoke_csv
   else fail sweep_smoke_csv "rows $rows, ragged $badrows, header $(head -1 "$D/summary.csv")"; fi
   bad=""
-  for c in loss loss_tokens throughput memory max_batch; do
+  for c in loss loss_tokens loss_time throughput memory max_batch; do
     [ -s "$D/$c.png" ] && [ "$(head -c 8 "$D/$c.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || bad="$bad $c.png"
     [ -s "$D/$c.svg" ] && grep -q '<svg' "$D/$c.svg" || bad="$bad $c.svg"
     grep -q "($c.png)" "$D/report.md" || bad="$bad report:$c"
@@ -100,7 +117,8 @@ else
   for m in $meshes; do
     tp=${m#*x}
     "$TRAIN" --plan --world 4 --tp "$tp" --batch-size max --mem-budget "$(json_get sweeps/smoke.json 'd["mem_budget"]')" \
-      --model tiny --seq-len "$(json_get sweeps/smoke.json 'd["seq_len"]')" --backend cpu --out "$T/plan-$m.json" >/dev/null 2>&1
+      --model tiny --seq-len "$(json_get sweeps/smoke.json 'd["seq_len"]')" --backend cpu --out "$T/plan-$m.json" >/dev/null 2>&1 \
+      || bad="$bad $m:plan-exit-$?"
     want=$(json_get "$T/plan-$m.json" 'd["batch_size"]')
     got=$(json_get "$D/runs/$m.json" 'd["batch_size"]')
     [ "$want" = "$got" ] || bad="$bad $m:plan=$want,sweep=$got"
@@ -119,6 +137,48 @@ else
   if [ $rc -eq 0 ] && [ "$before" = "$after" ] && [ "$skipped" -eq 3 ] && grep -q "resuming $D" "$T/resume.err" \
      && [ "$(ls -d "$T/res/smoke"/*/ | wc -l)" -eq 1 ] && ! grep -q 'probe b=' "$T/resume.err"; then ok sweep_resume_skips
   else fail sweep_resume_skips "rc $rc, skipped $skipped, records changed: $([ "$before" = "$after" ] && echo no || echo yes)"; fi
+  stamp=$(basename "$D")
+  [ "$(grep -c "skipped: resumed from $stamp" "$T/resume.err")" -eq 3 ] && grep -q "ok (resumed from $stamp)" "$D/report.md" \
+    && json_ok "$D/summary.json" 'all(m["resumed_from"]=="'"$stamp"'" for m in d["meshes"])' \
+    && ok sweep_resume_labelled || fail sweep_resume_labelled "$(grep skipped "$T/resume.err" | head -1)"
+  # the first paragraph answers with this sweep's numbers
+  fast=$(json_get "$D/summary.json" 'max(d["meshes"], key=lambda m: m["tok_s"])["mesh"]')
+  big=$(json_get "$D/summary.json" 'max(d["meshes"], key=lambda m: m["global_batch"])["mesh"]')
+  first=$(json_get "$D/summary.json" 'min(d["meshes"], key=lambda m: m["seconds_to_target_loss"])["mesh"]')
+  sed -n 3p "$D/report.md" | grep -q "^Highest throughput: \*\*$fast\*\*, .*First to reach loss [0-9.]* (the highest final loss among the meshes): \*\*$first\*\*, after [0-9.]* s.*Largest global batch: \*\*$big\*\*" \
+    && ok sweep_report_first_paragraph || fail sweep_report_first_paragraph "want $fast/$first/$big: $(sed -n 3p "$D/report.md" | head -c 300)"
+  json_ok "$D/summary.json" 'd["target_loss"]==max(m["final_loss"] for m in d["meshes"]) and all(m["seconds_to_target_loss"]>0 for m in d["meshes"]) and "loss_time.png" in d["charts"]' \
+    && grep -q '(loss_time.png)' "$D/report.md" && ok sweep_time_to_loss || fail sweep_time_to_loss "$(grep -o '"target_loss.*' "$D/summary.json" | head -2)"
+
+  # a hand-written {"status": "ok"} is not a record of the mesh: that mesh runs again, the others do not
+  echo '{"status": "ok"}' > "$D/runs/4x1.json"
+  "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > /dev/null 2> "$T/hand.err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q '4x1  run: runs/4x1.json is not a record of this launch' "$T/hand.err" \
+     && json_ok "$D/runs/4x1.json" 'd["schema"]=="meshsweep.run/1" and d["status"]=="ok" and len(d["steps"])>0' \
+     && [ "$(grep -c 'skipped: resumed' "$T/hand.err")" -eq 2 ]; then ok sweep_handwritten_record_not_trusted
+  else fail sweep_handwritten_record_not_trusted "rc $rc: $(grep 4x1 "$T/hand.err" | head -2)"; fi
+
+  # gnuplot that exits 0 after writing half a PNG (as on a full disk): no chart is kept or named
+  cat > "$T/fakegp" <<'GP'
+#!/bin/sh
+# writes the 8-byte PNG signature only to the out='...' file of the -e text, then exits 0
+out=$(printf '%s' "$2" | sed -n "s/.*out='\([^']*\)'.*/\1/p")
+printf '\211PNG\r\n\032\n' > "$out"
+exit 0
+GP
+  chmod +x "$T/fakegp"
+  MESHSWEEP_GNUPLOT=$T/fakegp "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > /dev/null 2> "$T/gp.err"; rc=$?
+  pngs=$(ls "$D"/*.png "$D"/*.svg 2>/dev/null | wc -l)
+  if [ $rc -eq 1 ] && [ "$pngs" -eq 0 ] && ! grep -q '\.png)' "$D/report.md" && grep -q 'Not drawn' "$D/report.md" \
+     && json_ok "$D/summary.json" 'd["charts"]==[]' && grep -q 'incomplete file' "$T/gp.err" && ! ls "$D"/.*.tmp >/dev/null 2>&1; then ok sweep_incomplete_chart_removed
+  else fail sweep_incomplete_chart_removed "rc $rc, charts left $pngs: $(tail -2 "$T/gp.err")"; fi
+  # a report that cannot be written is not named
+  rm -f "$D/report.md" && mkdir "$D/report.md"
+  "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > /dev/null 2> "$T/rep.err"; rc=$?
+  last=$(tail -1 "$T/rep.err")
+  if [ $rc -eq 1 ] && ! grep -q 'report: ' <<<"$last" && grep -q 'no report' <<<"$last" && [ -s "$D/loss.png" ]; then ok sweep_unwritten_report_not_named
+  else fail sweep_unwritten_report_not_named "rc $rc: $last"; fi
+  rmdir "$D/report.md"
 fi
 
 # ---- a failing mesh (tp does not divide the heads), the others complete; --fresh ------------------
@@ -135,6 +195,12 @@ if [ $rc -eq 0 ] && [ -n "$F" ] \
    && json_ok "$F/summary.json" '[m["status"] for m in d["meshes"]]==["ok","failed","ok"]' \
    && [ -s "$F/loss.png" ] && grep -q 'failed' "$F/report.md"; then ok sweep_failed_mesh_recorded
 else fail sweep_failed_mesh_recorded "rc $rc: $(tail -3 "$T/fail.err")"; fi
+# failed is retried by the next invocation, ok is not
+before=$(stat -c %Y.%y "$F/runs/4x1.json" "$F/runs/2x2.json")
+"$SWEEP" "$T/fail.json" --out-dir "$T/res" > /dev/null 2> "$T/retry.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q '1x4  run: was failed in the run of .*: retrying' "$T/retry.err" && grep -q '1x4  run b=2 steps=2 \.\.\. failed' "$T/retry.err" \
+   && [ "$(grep -c 'skipped: resumed' "$T/retry.err")" -eq 2 ] && [ "$before" = "$(stat -c %Y.%y "$F/runs/4x1.json" "$F/runs/2x2.json")" ]; then ok sweep_failed_retried
+else fail sweep_failed_retried "rc $rc: $(head -3 "$T/retry.err")"; fi
 sleep 1 # a new timestamp
 "$SWEEP" "$T/fail.json" --out-dir "$T/res" --fresh > /dev/null 2> "$T/fresh.err"; rc=$?
 n=$(ls -d "$T/res/fail"/*/ | wc -l)
@@ -153,13 +219,15 @@ if [ $rc -eq 0 ] && [ -n "$S" ] && json_ok "$S/runs/2x1.json" 'd["status"]=="tim
 else fail sweep_timeout_recorded "rc $rc, ${took}s, leftovers: $(pgrep -fa "$T/" | head -2)"; fi
 
 # ---- shell syntax in a spec field is data, not a command --------------------------------------------
+# a real token file whose name is shell syntax: the run reads it, nothing is executed
+cp "$DATA" "$T/x; touch pwned-by-sweep"
 spec "$T/inject.json" '{"name": "inject", "world": 2, "meshes": ["1x2"], "model": "tiny", "seq_len": 32, "steps": 2,
-  "lr": 0.003, "batch_size": 1, "data": "x; touch '"$T"'/pwned", "timeout_s": 60}'
+  "lr": 0.003, "batch_size": 1, "data": "'"$T"'/x; touch pwned-by-sweep", "timeout_s": 60}'
 "$SWEEP" "$T/inject.json" --out-dir "$T/res" > /dev/null 2> "$T/inject.err"; rc=$?
 I=$(latest "$T/res/inject")
-if [ $rc -eq 0 ] && [ ! -e "$T/pwned" ] && json_ok "$I/runs/1x2.json" 'd["status"]=="failed"' \
-   && grep -q "x; touch $T/pwned" "$I/runs/1x2.log"; then ok sweep_shell_syntax_is_data
-else fail sweep_shell_syntax_is_data "rc $rc, pwned: $(ls "$T/pwned" 2>&1)"; fi
+if [ $rc -eq 0 ] && [ ! -e pwned-by-sweep ] && [ ! -e "$T/pwned-by-sweep" ] && [ ! -e "$I/pwned-by-sweep" ] \
+   && json_ok "$I/runs/1x2.json" 'd["status"]=="ok" and d["config"]["data"].endswith("x; touch pwned-by-sweep")'; then ok sweep_shell_syntax_is_data
+else fail sweep_shell_syntax_is_data "rc $rc: $(tail -2 "$T/inject.err")"; rm -f pwned-by-sweep; fi
 
 # ---- Ctrl-C: forwarded, no partial record, exit 130 -------------------------------------------------
 spec "$T/int.json" '{"name": "int", "world": 2, "meshes": ["2x1", "1x2"], "model": "tiny", "seq_len": 64, "steps": 100000,
@@ -177,10 +245,109 @@ else fail sweep_interrupt "rc $rc, files: $(ls -a "$N/runs" 2>&1 | tr '\n' ' '),
 
 # ---- equivalence mode: same global batch, loss deviation reported ------------------------------------
 spec "$T/eq.json" '{"name": "eq", "world": 2, "meshes": ["1x2", "2x1"], "model": "tiny", "seq_len": 32, "steps": 3,
-  "lr": 0.003, "global_batch": 2, "data": "'"$DATA"'", "eval_data": "'"$VAL"'", "timeout_s": 120}'
+  "lr": 0.003, "global_batch": 2, "data": "'"$DATA"'", "eval_data": "'"$VAL"'", "timeout_s": 120, "target_loss": 100}'
 "$SWEEP" "$T/eq.json" --out-dir "$T/res" > /dev/null 2> "$T/eq.err"; rc=$?
 E=$(latest "$T/res/eq")
+# target_loss 100: every mesh is there after its first step
+check sweep_target_loss_from_spec json_ok "$E/summary.json" 'd["target_loss"]==100 and d["target_loss_from"]=="spec" and all(abs(m["seconds_to_target_loss"] - json.load(open("'"$E"'/"+m["record"]))["steps"][0]["ms"]/1000) < 1e-3 for m in d["meshes"])' 
 if [ $rc -eq 0 ] && json_ok "$E/summary.json" 'd["mode"]=="global_batch" and d["loss_deviation"]["steps_compared"]==3 and d["loss_deviation"]["max_rel"] < 1e-3 and [m["batch_size"] for m in d["meshes"]]==[2,1]' \
    && grep -q 'largest relative loss deviation' "$T/eq.err"; then ok sweep_equivalence_deviation
 else fail sweep_equivalence_deviation "rc $rc: $(tail -2 "$T/eq.err")"; fi
+# ---- resume only what this runner made for this spec, build and hosts; one runner per folder ------------
+spec "$T/r1.json" '{"name": "r1", "world": 2, "meshes": ["2x1", "1x2"], "model": "tiny", "seq_len": 32, "steps": 2,
+  "lr": 0.003, "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120}'
+"$SWEEP" "$T/r1.json" --out-dir "$T/res" > /dev/null 2> "$T/r1.err"; rc=$?
+R1=$(latest "$T/res/r1")
+if [ $rc -ne 0 ] || [ -z "$R1" ]; then fail sweep_r1_runs "rc $rc: $(tail -3 "$T/r1.err")"; else
+  json_ok "$R1/runner.json" 'd["schema"]=="meshsweep.sweep-folder/1" and d["kind"]=="run" and d["identity"]["build"]["id"].startswith("fnv1a64:") and d["identity"]["hosts"]["runner"]' \
+    && ok sweep_folder_identity || fail sweep_folder_identity "$(head -c 300 "$R1/runner.json")"
+  # a second runner on the same folder refuses (exit 2, one line) and changes nothing
+  flock -o "$R1/.lock" sleep 30 & holder=$!
+  sleep 0.5
+  snap=$(find "$R1" -type f ! -name .lock | sort | xargs stat -c '%n %Y %s')
+  expect_exit sweep_lock_second_runner 2 "is in use by another runner" -- "$SWEEP" "$T/r1.json" --out-dir "$T/res"
+  [ "$snap" = "$(find "$R1" -type f ! -name .lock | sort | xargs stat -c '%n %Y %s')" ] && ok sweep_lock_nothing_changed || fail sweep_lock_nothing_changed "files changed"
+  kill $(pgrep -P "$holder") "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  # the cores each rank had, the hosts, a TP group across hosts: from the record's env (as train writes it)
+  "$PY" - "$R1" <<'PY'
+import json, sys
+d = sys.argv[1]
+for mesh, rb, cb in (("2x1", {"hostA": [0, 1]}, {"hostA": 1}), ("1x2", {"hostA": [0], "hostB": [1]}, {"hostA": 1, "hostB": 1})):
+    p = f"{d}/runs/{mesh}.json"; r = json.load(open(p))
+    r["env"]["hosts"] = sorted(rb); r["env"]["ranks_by_host"] = rb; r["env"]["cores_by_host"] = cb
+    json.dump(r, open(p, "w"))
+PY
+  "$SWEEP" "$T/r1.json" --out-dir "$T/res" > /dev/null 2> "$T/r1b.err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q '2 ranks on 1 cores\?: each rank had 1/2 of a core' "$R1/report.md" \
+     && grep -q 'Warning:.* on mesh 1x2 a tensor-parallel group spans hosts' "$R1/report.md" && grep -q 'Hosts: `hostA`' "$R1/report.md" \
+     && json_ok "$R1/summary.json" '[abs(m[0]["mfu_share"] - 2*m[0]["mfu"]) < 1e-9 and m[0]["tp_spans_hosts"]==False and m[1]["tp_spans_hosts"]==True and m[1]["ranks_by_host"]=={"hostA": [0], "hostB": [1]} for m in [d["meshes"]]][0]'; then ok sweep_hosts_cores_in_report
+  else fail sweep_hosts_cores_in_report "rc $rc: $(grep -i 'ranks on\|warning' "$R1/report.md" | head -2)"; fi
+  # a folder the runner did not make (no runner.json: a copy, a committed reference) is never resumed or touched
+  C="$T/res/r1/29991231T235959Z"
+  cp -a "$R1" "$C" && rm -f "$C/runner.json" "$C/.lock"
+  csnap=$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')
+  "$SWEEP" "$T/r1.json" --out-dir "$T/res" > /dev/null 2> "$T/r1c.err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q "not resuming $C: it has no runner.json" "$T/r1c.err" && [ "$csnap" = "$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')" ] \
+     && [ "$(ls -d "$T/res/r1"/*/ | wc -l)" -eq 3 ]; then ok sweep_foreign_folder_untouched
+  else fail sweep_foreign_folder_untouched "rc $rc: $(head -2 "$T/r1c.err")"; fi
+  rm -rf "$C"
+  # another build of train: a new folder, and the reason said
+  cp "$TRAIN" "$T/train2" && printf 'x' >> "$T/train2"
+  n0=$(ls -d "$T/res/r1"/*/ | wc -l)
+  "$SWEEP" "$T/r1.json" --out-dir "$T/res" --train "$T/train2" > /dev/null 2> "$T/r1d.err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q 'not resuming .*another build' "$T/r1d.err" && [ "$(ls -d "$T/res/r1"/*/ | wc -l)" -eq $((n0 + 1)) ] \
+     && ! grep -q skipped "$T/r1d.err"; then ok sweep_other_build_new_folder
+  else fail sweep_other_build_new_folder "rc $rc: $(head -2 "$T/r1d.err")"; fi
+fi
+
+# ---- a record that is not what was asked is failed, never ok -----------------------------------------
+spec "$T/np.json" '{"name": "np", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 32, "steps": 2, "lr": 0.003,
+  "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120, "launcher": ["mpirun", "--oversubscribe", "-np", "4"]}'
+"$SWEEP" "$T/np.json" --out-dir "$T/res" > /dev/null 2> "$T/np.err"; rc=$?
+P=$(latest "$T/res/np")
+[ $rc -eq 0 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 4" in d["error"] and "not what was asked" in d["error"]' \
+  && json_ok "$P/summary.json" 'd["meshes"][0]["status"]=="failed" and d["meshes"][0]["tok_s"] is None' \
+  && ok sweep_record_world_mismatch_failed || fail sweep_record_world_mismatch_failed "rc $rc: $(tail -2 "$T/np.err")"
+spec "$T/nol.json" '{"name": "nol", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 32, "steps": 2, "lr": 0.003,
+  "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120, "launcher": []}'
+"$SWEEP" "$T/nol.json" --out-dir "$T/res" > /dev/null 2> "$T/nol.err"; rc=$?
+P=$(latest "$T/res/nol")
+[ $rc -eq 0 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 1" in d["error"]' \
+  && ok sweep_empty_launcher_failed || fail sweep_empty_launcher_failed "rc $rc: $(tail -2 "$T/nol.err")"
+
+# ---- kill -9 of the runner: its mpirun and ranks do not stay behind ---------------------------------
+spec "$T/k9.json" '{"name": "k9", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 64, "steps": 100000,
+  "lr": 0.003, "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 300}'
+"$SWEEP" "$T/k9.json" --out-dir "$T/res" > /dev/null 2> "$T/k9.err" &
+pid=$!
+for i in $(seq 1 100); do [ "$(pgrep -f "$T/res/k9/.*train.json" | wc -l)" -ge 3 ] && break; sleep 0.2; done
+seen=$(pgrep -f "$T/res/k9/.*train.json" | wc -l)
+kill -KILL "$pid"; wait "$pid" 2>/dev/null
+for i in $(seq 1 100); do pgrep -f "$T/res/k9/" >/dev/null || break; sleep 0.2; done
+if [ "$seen" -ge 3 ] && ! pgrep -f "$T/res/k9/" >/dev/null; then ok "sweep_kill9_no_orphans  ($seen processes before, none $((i / 5)) s after)"
+else fail sweep_kill9_no_orphans "saw $seen, left: $(pgrep -fa "$T/res/k9/" | head -3 | tr '\n' ' ')"; pkill -KILL -f "$T/res/k9/"; fi
+
+# ---- --plan-only: no launches, plans, memory and max-batch charts, report ---------------------------------
+"$SWEEP" sweeps/smoke.json --plan-only --out-dir "$T/plan" > /dev/null 2> "$T/plan.err"; rc=$?
+Q=$(latest "$T/plan/smoke")
+if [ $rc -eq 0 ] && [ -n "$Q" ] && json_ok "$Q/summary.json" 'd["plan_only"] and [m["status"] for m in d["meshes"]]==["planned"]*3 and all(m["peak_bytes"]>0 and m["fits"] for m in d["meshes"]) and d["charts"]==["memory.png","max_batch.png"]' \
+   && [ -z "$(ls "$Q"/runs/*x?.json 2>/dev/null)" ] && [ "$(ls "$Q"/runs/*.plan.json | wc -l)" -eq 3 ] && grep -q '^# Plan of sweep' "$Q/report.md" \
+   && grep -q 'Largest planned global batch' "$Q/report.md" && ! grep -q 'probe' "$T/plan.err" \
+   && json_ok "$Q/runner.json" 'd["kind"]=="plan-only"'; then ok sweep_plan_only
+else fail sweep_plan_only "rc $rc: $(tail -3 "$T/plan.err")"; fi
+b14=$(json_get "$Q/summary.json" 'd["meshes"][0]["batch_size"]')
+want=$(json_get "$T/plan-1x4.json" 'd["batch_size"]' 2>/dev/null)
+[ -n "$want" ] && [ "$b14" = "$want" ] && ok sweep_plan_only_matches_train_plan || fail sweep_plan_only_matches_train_plan "sweep $b14, train --plan $want"
+# a later real run never resumes a plan folder
+"$SWEEP" sweeps/llama3.1-8b-8xH100.json --plan-only --out-dir "$T/plan" > /dev/null 2> "$T/plan8b.err"; rc=$?
+Q=$(latest "$T/plan/llama3.1-8b-8xH100")
+[ $rc -eq 0 ] && json_ok "$Q/summary.json" 'all(m["status"]=="planned" and m["batch_size"]>0 for m in d["meshes"])' && [ -s "$Q/memory.png" ] \
+  && ok sweep_plan_only_8b_on_cpu || fail sweep_plan_only_8b_on_cpu "rc $rc: $(tail -2 "$T/plan8b.err")"
+# the max batch never goes past the engine's own limit (B x T <= 2^26 tokens per rank)
+spec "$T/cap.json" '{"name": "cap", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 256, "steps": 2, "lr": 0.003,
+  "batch_size": "max", "mem_budget": "1000TB", "data": "'"$DATA"'", "timeout_s": 120}'
+"$SWEEP" "$T/cap.json" --plan-only --out-dir "$T/plan" > /dev/null 2> "$T/cap.err"; rc=$?
+Q=$(latest "$T/plan/cap")
+[ $rc -eq 0 ] && json_ok "$Q/summary.json" 'd["meshes"][0]["batch_size"]==262144 and d["meshes"][0]["capped_at_engine_limit"]' \
+  && ok sweep_max_batch_capped_at_engine_limit || fail sweep_max_batch_capped_at_engine_limit "rc $rc: $(grep -o '"batch_size": [0-9]*' "$Q/summary.json" | head -1)"
 exit 0

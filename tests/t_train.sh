@@ -31,14 +31,14 @@ check("train_record_fields", r["schema"] == "meshsweep.run/1" and r["status"] ==
 PY
 
 # --- determinism: same seed, bit-identical losses (the record keeps 17 significant digits)
-for k in 1 2; do "$TR" --steps 5 --seed 42 --out "$T/det$k.json" 2>/dev/null; done
+for k in 1 2; do must "train_det_run_$k" "$TR" --steps 5 --seed 42 --out "$T/det$k.json" 2>/dev/null; done
 /usr/bin/python3 - "$T/det1.json" "$T/det2.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 la = [s["loss"] for s in a["steps"]]; lb = [s["loss"] for s in b["steps"]]
 print("ok   train_deterministic" if la == lb and len(la) == 5 else f"FAIL train_deterministic: {la} vs {lb}")
 PY
-"$TR" --steps 5 --seed 43 --out "$T/det3.json" 2>/dev/null
+must train_det_run_3 "$TR" --steps 5 --seed 43 --out "$T/det3.json" 2>/dev/null
 /usr/bin/python3 - "$T/det1.json" "$T/det3.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -46,10 +46,10 @@ print("ok   train_seed_matters" if a["steps"][0]["loss"] != b["steps"][0]["loss"
 PY
 
 # --- save then init reproduces the parameters exactly (and on a sharded mesh)
-"$TR" --steps 3 --save "$T/a.st" 2>/dev/null
-"$TR" --steps 0 --init "$T/a.st" --save "$T/b.st" 2>/dev/null
+must train_save_run "$TR" --steps 3 --save "$T/a.st" 2>/dev/null
+must train_init_run "$TR" --steps 0 --init "$T/a.st" --save "$T/b.st" 2>/dev/null
 /usr/bin/python3 tests/tools/compare.py same train_save_init_roundtrip "$T/a.st" "$T/b.st"
-"${MPIRUN[@]}" -np 4 "$TR" --tp 2 --steps 0 --init "$T/a.st" --save "$T/c.st" >/dev/null 2>&1
+must train_init_run_2x2 "${MPIRUN[@]}" -np 4 "$TR" --tp 2 --steps 0 --init "$T/a.st" --save "$T/c.st" >/dev/null 2>&1
 /usr/bin/python3 tests/tools/compare.py same train_save_init_roundtrip_2x2 "$T/a.st" "$T/c.st"
 # BF16 safetensors load as their fp32 widening: convert a.st to BF16 (truncating the low 16 bits),
 # init from it, save, and compare with the truncated values exactly
@@ -71,13 +71,13 @@ def write(path, dt, conv):
 write(sys.argv[2], "BF16", lambda v: struct.pack(f"<{len(v)}H", *[x >> 16 for x in v]))
 write(sys.argv[3], "F32", lambda v: struct.pack(f"<{len(v)}I", *[x & 0xFFFF0000 for x in v]))
 PY
-"$TR" --steps 0 --init "$T/a16.st" --save "$T/a16out.st" 2>/dev/null
+must train_init_bf16_run "$TR" --steps 0 --init "$T/a16.st" --save "$T/a16out.st" 2>/dev/null
 /usr/bin/python3 tests/tools/compare.py same train_init_bf16 "$T/a16ref.st" "$T/a16out.st"
 # a run from --init continues the same trajectory as one that never stopped: the step-1 loss of a
 # run initialised from the seed's parameters equals the seeded run's step-1 loss
-"$TR" --steps 0 --save "$T/seed.st" 2>/dev/null
-"$TR" --steps 1 --out "$T/s1.json" 2>/dev/null
-"$TR" --steps 1 --init "$T/seed.st" --out "$T/s2.json" 2>/dev/null
+must train_seed_save_run "$TR" --steps 0 --save "$T/seed.st" 2>/dev/null
+must train_seeded_run "$TR" --steps 1 --out "$T/s1.json" 2>/dev/null
+must train_init_seeded_run "$TR" --steps 1 --init "$T/seed.st" --out "$T/s2.json" 2>/dev/null
 /usr/bin/python3 - "$T/s1.json" "$T/s2.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])

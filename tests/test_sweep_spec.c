@@ -1,17 +1,25 @@
 /* tests/test_sweep_spec.c — the sweep spec parser (core/sweep_spec.c): every kind of bad spec is
- * rejected with one line naming its key, good specs give the right fields and defaults, the argv of
- * a launch passes spec strings through untouched; plus the process-control pieces the runner is
- * built on (core/sweep_launch.c: exit codes, timeout, exec failure, atomic writes, log tails).
- * Not the end-to-end sweep (tests/t_sweep.sh). */
+ * rejected with one line naming its key (also options the runner owns in extra_args), good specs
+ * give the right fields and defaults, the argv of a launch passes spec strings through untouched
+ * (and names the runner's variables with -x for Open MPI); the process-control pieces the runner is
+ * built on (core/sweep_launch.c: exit codes, timeout, exec failure, atomic writes, log tails, Open
+ * MPI leftovers of a killed launch); the derived numbers of the report (core/sweep_report.c: MFU
+ * against the core share, TP groups across hosts, seconds to a loss, complete charts) and the
+ * engine's batch limit. Not the end-to-end sweep (tests/t_sweep.sh). */
 #include "core/sweep_launch.h"
+#include "core/sweep_report.h"
+#include "core/sweep_run.h"
 #include "core/sweep_spec.h"
 #include "tests/check.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A valid spec with one key replaced (or removed when value is NULL, or added when absent). */
@@ -97,6 +105,17 @@ static void test_good(void) {
               !argv_has(&a, "--plan"),
           "argv_run_options", "tp %s", argv_after(&a, "--tp"));
     sweep_argv_free(&a);
+    const char *fwd[] = {"OPENBLAS_NUM_THREADS", NULL};
+    rc = sweep_train_argv_env(&s, &s.meshes[1], SWEEP_ARGV_RUN, 7, "build/train", "x.json", fwd, &a);
+    CHECK(rc == 0 && strcmp(a.v[0], "mpirun") == 0 && strcmp(a.v[1], "-x") == 0 &&
+              strcmp(a.v[2], "OPENBLAS_NUM_THREADS") == 0 && strcmp(a.v[3], "--oversubscribe") == 0 &&
+              strcmp(a.v[6], "build/train") == 0,
+          "argv_forward_env_openmpi", "argv %s %s %s", a.v[0], a.n > 1 ? a.v[1] : "?", a.n > 2 ? a.v[2] : "?");
+    sweep_argv_free(&a);
+    rc = sweep_train_argv(&s, &s.meshes[0], SWEEP_ARGV_PLAN, 5, "build/train", "p.json", &a);
+    CHECK(rc == 0 && strcmp(argv_after(&a, "--batch-size"), "5") == 0 && !argv_has(&a, "--gpu"), "argv_plan_at_batch",
+          "batch %s", argv_after(&a, "--batch-size"));
+    sweep_argv_free(&a);
     rc = sweep_train_argv(&s, &s.meshes[0], SWEEP_ARGV_PLAN, 0, "build/train", "p.json", &a);
     CHECK(rc == 0 && strcmp(a.v[0], "build/train") == 0 && argv_has(&a, "--plan") &&
               strcmp(argv_after(&a, "--world"), "8") == 0 && strcmp(argv_after(&a, "--batch-size"), "max") == 0 &&
@@ -113,7 +132,8 @@ static void test_good(void) {
         " \"launcher\": [\"srun\", \"-n{world}\", \"--x={world}{world}\"], \"timeout_s\": 1.5, \"seed\": 7,"
         " \"schedule\": \"cosine\", \"warmup\": 2, \"grad_clip\": 0, \"weight_decay\": 0.05,"
         " \"sequence_parallel\": false, \"prefetch\": false, \"checkpoint_activations\": true,"
-        " \"extra_args\": [\"--dtype\", \"fp32\"], \"results_dir\": \"/tmp/r\"}";
+        " \"extra_args\": [\"--dtype\", \"fp32\"], \"results_dir\": \"/tmp/r\", \"target_loss\": 2.5,"
+        " \"gpu\": \"h100-80gb\"}";
     rc = sweep_spec_parse(full, &s, err, sizeof err);
     CHECK(rc == 0, "spec_full_parses", "%s", err);
     if (rc) return;
@@ -123,6 +143,18 @@ static void test_good(void) {
     rc = sweep_train_argv(&s, &s.meshes[1], SWEEP_ARGV_RUN, 5, "/abs/train", "o.json", &a);
     CHECK(rc == 0 && strcmp(a.v[0], "srun") == 0 && strcmp(a.v[1], "-n4") == 0 && strcmp(a.v[2], "--x=44") == 0,
           "argv_launcher_substitution", "%s %s %s", a.v[0], a.v[1], a.v[2]);
+    CHECK(s.target_loss == 2.5 && s.gpu && strcmp(s.gpu, "h100-80gb") == 0 && !argv_has(&a, "--gpu"),
+          "spec_target_loss_gpu", "target %g", s.target_loss);
+    sweep_argv_free(&a);
+    const char *fwd2[] = {"OPENBLAS_NUM_THREADS", NULL};
+    rc = sweep_train_argv_env(&s, &s.meshes[1], SWEEP_ARGV_RUN, 5, "/abs/train", "o.json", fwd2, &a);
+    CHECK(rc == 0 && !argv_has(&a, "-x") && strcmp(a.v[0], "srun") == 0, "argv_no_x_for_srun", "argv[1] %s", a.v[1]);
+    sweep_argv_free(&a);
+    rc = sweep_train_argv(&s, &s.meshes[1], SWEEP_ARGV_PLAN, 0, "/abs/train", "o.json", &a);
+    CHECK(rc == 0 && argv_after(&a, "--gpu") && strcmp(argv_after(&a, "--gpu"), "h100-80gb") == 0, "argv_plan_gpu",
+          "gpu %s", argv_after(&a, "--gpu"));
+    sweep_argv_free(&a);
+    rc = sweep_train_argv(&s, &s.meshes[1], SWEEP_ARGV_RUN, 5, "/abs/train", "o.json", &a);
     CHECK(argv_after(&a, "--data") && strcmp(argv_after(&a, "--data"), "x; touch /tmp/pwned") == 0 &&
               strcmp(argv_after(&a, "--eval-data"), "$(id).bin") == 0 &&
               strcmp(argv_after(&a, "--model"), "cfg dir/config.json") == 0,
@@ -195,6 +227,20 @@ static void test_errors(void) {
     expect_key_error("err_mem_budget_number", "mem_budget", "96", "mem_budget:");
     expect_key_error("err_mem_budget_zero", "mem_budget", "\"0MiB\"", "mem_budget:");
     expect_key_error("err_max_needs_budget", "mem_budget", NULL, "mem_budget: required");
+    expect_key_error("err_mem_budget_auto_needs_cuda", "mem_budget", "\"auto\"", "mem_budget: \"auto\" needs");
+    {   /* "auto" on CUDA: accepted, no bytes known to the runner, passed on to train as written */
+        char *t = spec_with("mem_budget", "\"auto\"");
+        json_t *o = json_loads(t, 0, NULL);
+        json_object_set_new(o, "backend", json_string("cuda"));
+        char *u = json_dumps(o, JSON_PRESERVE_ORDER);
+        sweep_spec s;
+        char err[512] = "";
+        int rc = sweep_spec_parse(u, &s, err, sizeof err);
+        CHECK(rc == 0 && s.mem_budget_bytes == 0 && strcmp(s.mem_budget, "auto") == 0, "spec_mem_budget_auto_cuda",
+              "rc %d (%s)", rc, err);
+        if (rc == 0) sweep_spec_free(&s);
+        free(u); free(t); json_decref(o);
+    }
     expect_key_error("err_batch_string", "batch_size", "\"maximum\"", "batch_size:");
     expect_key_error("err_batch_zero", "batch_size", "0", "batch_size:");
     expect_key_error("err_batch_real", "batch_size", "2.5", "batch_size:");
@@ -229,6 +275,23 @@ static void test_errors(void) {
     expect_key_error("err_ckpt_null", "checkpoint_activations", "null", "checkpoint_activations:");
     expect_key_error("err_extra_args_string", "extra_args", "\"--dtype fp32\"", "extra_args:");
     expect_key_error("err_results_dir_empty", "results_dir", "\"\"", "results_dir:");
+    /* options the runner sets itself may not come in through extra_args */
+    static const char *owned[] = {"[\"--tp\", \"2\"]", "[\"--dtype\", \"fp32\", \"--steps=3\"]", "[\"--batch-size\", \"4\"]",
+                                  "[\"--seq-len\", \"8\"]", "[\"--model\", \"small\"]", "[\"--out\", \"x\"]",
+                                  "[\"--mem-budget\", \"1GB\"]", "[\"--data\", \"x\"]", "[\"--eval-data\", \"x\"]",
+                                  "[\"--seed\", \"1\"]", "[\"--world\", \"8\"]", "[\"--plan\"]", "[\"--lr\", \"1\"]"};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "err_extra_args_owned_%zu", i);
+        expect_key_error(name, "extra_args", owned[i], i == 1 ? "extra_args[2]: \"--steps=3\" is set by the runner"
+                                                              : "extra_args[0]:");
+    }
+    CHECK(sweep_owned_option("--tp") && strcmp(sweep_owned_option("--steps"), "steps") == 0 &&
+              !sweep_owned_option("--dtype") && !sweep_owned_option("--tpx") && !sweep_owned_option("--comm"),
+          "owned_option_table", "wrong verdict");
+    expect_key_error("err_target_loss_zero", "target_loss", "0", "target_loss:");
+    expect_key_error("err_target_loss_string", "target_loss", "\"2.0\"", "target_loss:");
+    expect_key_error("err_gpu_empty", "gpu", "\"\"", "gpu:");
     /* global batch that a mesh's dp does not divide */
     char *g = spec_with("batch_size", NULL);
     json_t *o = json_loads(g, 0, NULL);
@@ -370,10 +433,124 @@ static void test_launch(void) {
     rmdir(dir);
 }
 
+
+/* The report's derived numbers from constructed records (fields as build/train writes them). */
+static void test_derived(void) {
+    sweep_mesh m24 = {.name = "2x4", .dp = 2, .tp = 4};
+    sweep_result r = {.mesh = &m24};
+    /* 8 ranks on one host with 2 cores: each rank had 1/4 of a core, so MFU x 4 */
+    r.record = json_loads("{\"summary\": {\"mfu\": 0.05}, \"env\": {\"ranks_by_host\": {\"a\": [0,1,2,3,4,5,6,7]},"
+                          " \"cores_by_host\": {\"a\": 2}}}", 0, NULL);
+    double ms = sweep_mfu_share(&r);
+    int nr, nc, nh;
+    sweep_rank_cores(&r, &nr, &nc, &nh);
+    CHECK(fabs(ms - 0.2) < 1e-12 && nr == 8 && nc == 2 && nh == 1 && sweep_tp_spans_hosts(&r) == 0,
+          "derived_mfu_share_one_host", "share %g ranks %d cores %d hosts %d", ms, nr, nc, nh);
+    json_decref(r.record);
+    /* two hosts of 4 ranks, 8 and 2 cores: available = min(4,8) + min(4,2) = 6 rank-cores */
+    r.record = json_loads("{\"summary\": {\"mfu\": 0.3}, \"env\": {\"ranks_by_host\": {\"a\": [0,1,2,3], \"b\": [4,5,6,7]},"
+                          " \"cores_by_host\": {\"a\": 8, \"b\": 2}}}", 0, NULL);
+    ms = sweep_mfu_share(&r);
+    CHECK(fabs(ms - 0.4) < 1e-12 && sweep_tp_spans_hosts(&r) == 0, "derived_mfu_share_two_hosts", "share %g", ms);
+    json_decref(r.record);
+    /* --map-by node: TP groups of 4 consecutive ranks alternate hosts */
+    r.record = json_loads("{\"env\": {\"ranks_by_host\": {\"a\": [0,2,4,6], \"b\": [1,3,5,7]}}}", 0, NULL);
+    CHECK(sweep_tp_spans_hosts(&r) == 1 && isnan(sweep_mfu_share(&r)), "derived_tp_spans_hosts", "verdict %d",
+          sweep_tp_spans_hosts(&r));
+    json_decref(r.record);
+    /* the record's own fields win; none at all is n/a */
+    r.record = json_loads("{\"summary\": {\"mfu\": 0.1, \"mfu_share\": 0.7}, \"env\": {\"tp_spans_hosts\": true}}", 0, NULL);
+    CHECK(sweep_mfu_share(&r) == 0.7 && sweep_tp_spans_hosts(&r) == 1, "derived_record_fields_first", "share %g",
+          sweep_mfu_share(&r));
+    json_decref(r.record);
+    r.record = json_loads("{\"summary\": {\"mfu\": 0.1}, \"env\": {\"hosts\": [\"a\"]}}", 0, NULL);
+    sweep_rank_cores(&r, &nr, &nc, &nh);
+    CHECK(isnan(sweep_mfu_share(&r)) && sweep_tp_spans_hosts(&r) == -1 && nr == 0, "derived_na_without_fields",
+          "share %g", sweep_mfu_share(&r));
+    json_decref(r.record);
+    /* seconds to a loss: the sum of step times up to the first step at or below it */
+    r.record = json_loads("{\"steps\": [{\"step\": 1, \"loss\": 5.0, \"ms\": 1000}, {\"step\": 2, \"loss\": 4.0, \"ms\": 500},"
+                          " {\"step\": 3, \"loss\": 4.5, \"ms\": 250}, {\"step\": 4, \"loss\": 3.0, \"ms\": 250}]}", 0, NULL);
+    int step;
+    double t = sweep_seconds_to_loss(&r, 4.2, &step);
+    double never = sweep_seconds_to_loss(&r, 2.0, NULL);
+    CHECK(fabs(t - 1.5) < 1e-12 && step == 2 && isnan(never), "derived_seconds_to_loss", "t %g step %d", t, step);
+    json_decref(r.record);
+    /* the engine's batch limit: 2^26 tokens per rank, at most 2^24 sequences */
+    CHECK(sweep_engine_max_batch(64) == 1 << 20 && sweep_engine_max_batch(256) == 1 << 18 &&
+              sweep_engine_max_batch(1) == 1 << 24,
+          "engine_max_batch", "%d %d", sweep_engine_max_batch(64), sweep_engine_max_batch(256));
+}
+
+static int write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+/* Complete charts only: a PNG up to IEND, an SVG up to </svg>. */
+static void test_charts_complete(void) {
+    char dir[] = "/tmp/test_sweep_chart_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    static const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0,
+                                        'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    char a[300], b[300], c[300], d[300];
+    snprintf(a, sizeof a, "%s/ok.png", dir), snprintf(b, sizeof b, "%s/cut.png", dir);
+    snprintf(c, sizeof c, "%s/ok.svg", dir), snprintf(d, sizeof d, "%s/cut.svg", dir);
+    int w = write_bytes(a, png, sizeof png) | write_bytes(b, png, 12) | write_bytes(c, "<svg>\n</svg>\n\n", 14) |
+            write_bytes(d, "<svg>\n<g>", 9);
+    CHECK(w == 0 && sweep_chart_complete(a) && !sweep_chart_complete(b) && sweep_chart_complete(c) &&
+              !sweep_chart_complete(d) && !sweep_chart_complete("/nonexistent.png"),
+          "chart_complete", "png %d/%d svg %d/%d", sweep_chart_complete(a), sweep_chart_complete(b),
+          sweep_chart_complete(c), sweep_chart_complete(d));
+    unlink(a), unlink(b), unlink(c), unlink(d), rmdir(dir);
+}
+
+/* A killed mpirun's session folder and its job's shared-memory segments go; another job's stay. */
+static void test_openmpi_cleanup(void) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    int st;
+    waitpid(p, &st, 0); /* p is now a pid that is gone */
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    const char *tmp = getenv("TMPDIR");
+    char base[600], sess[700], contact[800], ours[800], other[800], sub[800];
+    snprintf(base, sizeof base, "%s/ompi.%s.%u", tmp && *tmp ? tmp : "/tmp", host, (unsigned)getuid());
+    snprintf(sess, sizeof sess, "%s/pid.%ld", base, (long)p);
+    snprintf(sub, sizeof sub, "%s/1", sess);
+    mkdir(base, 0700);
+    int made = mkdir(sess, 0700) == 0 && mkdir(sub, 0700) == 0;
+    snprintf(contact, sizeof contact, "%s/contact.txt", sess);
+    /* family 0x7e57 (an unlikely one), jobid 0x7e570001 */
+    made = made && write_bytes(contact, "2119630848.0;tcp://127.0.0.1:1\n1\n", 33) == 0;
+    snprintf(ours, sizeof ours, "/dev/shm/vader_segment.%s.%u.7e570001.0", host, (unsigned)getuid());
+    snprintf(other, sizeof other, "/dev/shm/vader_segment.%s.%u.7e560001.0", host, (unsigned)getuid());
+    made = made && write_bytes(ours, "x", 1) == 0 && write_bytes(other, "x", 1) == 0;
+    int n = made ? sweep_launch_cleanup_openmpi(p) : -1;
+    CHECK(made && n == 2 && access(sess, F_OK) != 0 && access(ours, F_OK) != 0 && access(other, F_OK) == 0,
+          "openmpi_leftovers_removed", "made %d removed %d session %s ours %s other %s", made, n,
+          access(sess, F_OK) ? "gone" : "left", access(ours, F_OK) ? "gone" : "left",
+          access(other, F_OK) ? "gone" : "kept");
+    /* a live pid's session is never touched */
+    char live[700];
+    snprintf(live, sizeof live, "%s/pid.%ld", base, (long)getpid());
+    mkdir(base, 0700);
+    mkdir(live, 0700);
+    CHECK(sweep_launch_cleanup_openmpi(getpid()) == 0 && access(live, F_OK) == 0, "openmpi_live_session_kept",
+          "a running process's session was removed");
+    rmdir(live);
+    unlink(other), unlink(ours), unlink(contact), rmdir(sub), rmdir(sess);
+}
+
 int main(void) {
     test_good();
     test_errors();
     test_helpers();
     test_launch();
+    test_derived();
+    test_charts_complete();
+    test_openmpi_cleanup();
     return check_exit();
 }

@@ -23,6 +23,7 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
     }
     FUZZ_ASSERT(sweep_name_valid(s.name) && !strchr(s.name, '/') && strcmp(s.name, "..") != 0);
     FUZZ_ASSERT(s.n_meshes > 0 && s.world > 0 && s.steps > 0 && s.seq_len > 0 && s.lr > 0);
+    for (int i = 0; i < s.n_extra_args; i++) FUZZ_ASSERT(!sweep_owned_option(s.extra_args[i])); /* the runner owns those */
     for (int i = 0; i < s.n_meshes; i++) {
         const sweep_mesh *m = &s.meshes[i];
         FUZZ_ASSERT((long long)m->dp * m->tp == s.world);

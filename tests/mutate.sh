@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# tests/mutate.sh — mutation check of the test suite (not part of `make test`; slow): each planted bug
+# below is applied, one at a time, to a scratch copy of the working tree (with a copy of build/ so
+# only what changed is rebuilt), the copy is built, and the suites named for that bug are run there
+# with tests/run.sh. A bug is "caught" when one of its suites fails. Prints a table and exits 1 if any
+# bug was not caught, could not be applied (its code changed: update the pattern) or did not build.
+#   bash tests/mutate.sh            every mutation
+#   bash tests/mutate.sh 3 7        only mutations 3 and 7 (numbers as in the table)
+# Each mutation is: description, perl regex, replacement, files searched, suites (ONLY= substrings).
+# The regex must match exactly once in exactly one of the files searched; the replacement is
+# literal text (no escapes).
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+M=()
+mut() { M+=("$@"); }   # DESCRIPTION REGEX REPLACEMENT FILES SUITES
+mut 'AdamW without bias correction' \
+    'float bc1 = \(float\)\(1\.0 - pow\(beta1, t\)\), bc2 = \(float\)\(1\.0 - pow\(beta2, t\)\);' \
+    'float bc1 = 1.0f, bc2 = 1.0f; (void)t;' \
+    'core/*.c' \
+    'test_optim t_reference'
+mut 'weight decay applied to norm weights' \
+    'u->seg\[k\]\.decay \? wd : 0\.0f' \
+    'wd' \
+    'core/*.c' \
+    'test_optim t_reference'
+mut 'clip coefficient computed but not applied' \
+    'if \(coef < 1\.0\) fsdp_scale_grads\(&M->fsdp, \(float\)coef\);' \
+    'if (coef < 1.0) (void)coef;' \
+    'core/*.c' \
+    'test_optim t_reference'
+mut 'cosine warmup off by one step' \
+    'c->lr \* \(s \+ 1\) / c->warmup' \
+    'c->lr * s / c->warmup' \
+    'core/*.c' \
+    'test_optim t_reference'
+mut 'budget check > becomes >=' \
+    'g_st\.total_cur \+ bytes > g_st\.budget' \
+    'g_st.total_cur + bytes >= g_st.budget' \
+    'core/*.c' \
+    'test_mem t_budget'
+mut 'runtime budget enforcement removed (only the pre-run plan refuses)' \
+    'if \(!g_plan\) g_oom\(&g_st\);' \
+    '(void)g_oom;' \
+    'core/*.c' \
+    'test_mem'
+mut 'AdamW v allocated under grads' \
+    'u->v = mem_calloc\(MEM_OPTIMIZER, b\);' \
+    'u->v = mem_calloc(MEM_GRADS, b);' \
+    'core/*.c' \
+    'test_mem'
+mut 'eval loss divided by the local token count' \
+    'return sum / \(\(double\)nb \* R->G \* R->T\);' \
+    'return sum / ((double)nb * R->B * R->T);' \
+    'core/*.c bench/*.c' \
+    't_reference'
+mut 'divergence check ignoring a non-finite grad norm' \
+    'if \(!isfinite\(loss\) \|\| !isfinite\(norm\)\) \{' \
+    'if (!isfinite(loss)) {' \
+    'core/*.c bench/*.c' \
+    't_reference'
+mut 'RoPE wrong only from position 32 on' \
+    'double a = \(double\)t \* inv_freq\[i\];' \
+    'double a = (double)(t ? t - 1 : 0) * inv_freq[i];' \
+    'kernels/cpu/*.c' \
+    't_reference'
+mut 'grad norm counting replicated norm weights on every TP rank' \
+    'fsdp_grad_sumsq\(&M->fsdp, M->mesh\.tp_rank == 0\)' \
+    'fsdp_grad_sumsq(&M->fsdp, 1)' \
+    'core/*.c' \
+    'test_optim t_reference'
+mut 'vocab-parallel loss: pad logits not masked in the sum of exponentials' \
+    'o->ce_sumexp\(se, logits, mx, rows, s->Vl, s->v_valid\);' \
+    'o->ce_sumexp(se, logits, mx, rows, s->Vl, s->Vl);' \
+    'core/*.c' \
+    'tp_loss'
+mut 'allocator: at_peak not updated at a new total peak' \
+    'g_st\.total_peak = g_st\.total_cur;\n        memcpy\(g_st\.at_peak, g_st\.cur, sizeof g_st\.at_peak\);' \
+    'g_st.total_peak = g_st.total_cur;' \
+    'core/*.c' \
+    'test_mem'
+mut 'runner: program output counted as results' \
+    'p=\$\(grep -c .\^ok . "\$res"\)' \
+    'p=$(grep -c "^ok " "$log")' \
+    'tests/run.sh' \
+    't_runner'
+mut 'compare.py: NaN parameters pass' \
+    'if not \(math\.isfinite\(x\) and math\.isfinite\(y\)\):' \
+    'if False:' \
+    'tests/tools/compare.py' \
+    't_runner'
+sel=("$@")
+SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
+rows=(); bad=0
+for ((i = 0; i < ${#M[@]} / 5; i++)); do
+  n=$((i + 1))
+  if [ ${#sel[@]} -gt 0 ] && ! printf '%s\n' "${sel[@]}" | grep -qx "$n"; then continue; fi
+  desc=${M[5*i]} pat=${M[5*i+1]} rep=${M[5*i+2]} files=${M[5*i+3]} suites=${M[5*i+4]}
+  W="$SCRATCH/m$n"; rm -rf "$W"; mkdir -p "$W"
+  # the working tree (tracked and untracked, not ignored) plus build/ for incremental rebuilds
+  git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents -p {} "$W/" 2>/dev/null
+  cp -a build "$W/build"; rm -rf "$W/build/test-logs"
+  hits=""
+  for f in $(cd "$W" && ls $files 2>/dev/null); do
+    c=$(PAT="$pat" perl -0ne '$c = () = /$ENV{PAT}/g; print $c' "$W/$f")
+    [ "$c" -gt 0 ] && hits="$hits $f:$c"
+  done
+  set -- $hits
+  if [ $# -ne 1 ] || [ "${1##*:}" -ne 1 ]; then
+    rows+=("$n|$desc|$suites|NOT APPLIED (matches:${hits:- none})"); bad=1; rm -rf "$W"; continue
+  fi
+  f=${1%:*}
+  PAT="$pat" REP="$rep" perl -0pi -e 's/$ENV{PAT}/$ENV{REP}/' "$W/$f"
+  touch "$W/$f"
+  if ! (cd "$W" && make -j2 all > "$SCRATCH/build$n.log" 2>&1); then
+    rows+=("$n|$desc|$suites|BUILD FAILED ($f; $(grep -m1 error "$SCRATCH/build$n.log" | head -c 120))"); bad=1; rm -rf "$W"; continue
+  fi
+  caught=""
+  for s in $suites; do
+    if ! (cd "$W" && ONLY=$s bash tests/run.sh > "$SCRATCH/run$n-$s.log" 2>&1); then
+      caught="$caught $s"
+      echo "--- mutation $n ($desc), $s:" >&2; grep -E '^ +FAIL|FAIL ' "$SCRATCH/run$n-$s.log" | head -4 >&2
+    fi
+  done
+  if [ -n "$caught" ]; then rows+=("$n|$desc|$suites|caught by$caught"); else rows+=("$n|$desc|$suites|NOT CAUGHT"); bad=1; fi
+  rm -rf "$W"
+done
+printf '| # | planted bug | suites run | result |\n|---|---|---|---|\n'
+for r in "${rows[@]}"; do IFS='|' read -r n d s c <<<"$r"; printf '| %s | %s | %s | %s |\n' "$n" "$d" "$s" "$c"; done
+exit $bad

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# tests/t_gpu_check.sh — tests/gpu_check.sh tells the truth. Its GPU detection is injected
+# (GPU_CHECK_NVIDIA_SMI points at a fake nvidia-smi), so the FAIL paths run on this machine:
+#   no_gpu      nvidia-smi fails as it does without a driver: every GPU step is `skip ... no GPU`, the
+#               exit is 0, summary.json is valid JSON with every step;
+#   broken      a temporary copy of the tree with a file that does not compile, a GPU present: the
+#               build row is FAIL, the GPU steps are FAIL ("not run"), exit 1;
+#   injected    carried binaries replaced: a CUDA test that prints a FAIL line (and exits 0), one that
+#               only skips although a GPU is there, a train that exits 1: those rows and every run
+#               that uses train are FAIL, exit 1;
+#   no_time     a spent budget: GPU steps are `skip ... out of time`, nothing is started.
+# What it cannot prove here: that the ok paths on a real GPU read their figures right (no GPU).
+source "$(dirname "$0")/lib.sh"
+case "$BUILD" in *san*) skip gpu_check "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
+[ -x "$BUILD/train" ] || { fail gpu_check "$BUILD/train not built"; exit 1; }
+command -v python3 >/dev/null || { skip gpu_check "no python3 (summary.json is checked with it)"; exit 0; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+GPU_STEPS=(cuda_kernels cuda_bf16 init_1b cpu_vs_cuda bench_1b mesh_1x1 mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1 plan)
+ALL_STEPS=(env build "${GPU_STEPS[@]}")
+
+mkdir -p "$T/bin"
+cat > "$T/bin/smi-none" <<'SH'
+#!/bin/sh
+echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2; exit 9
+SH
+cat > "$T/bin/smi-h200" <<'SH'
+#!/bin/sh
+case "$*" in *query-gpu*) echo "NVIDIA H200, 580.95.05, 143771 MiB";; *) echo "fake nvidia-smi";; esac
+SH
+chmod +x "$T/bin/"smi-*
+
+# status NAME DIR : the status column of step NAME in DIR/summary.txt
+status() { awk -v n="$1" '$1 == n { print $2 }' "$2/summary.txt"; }
+note() { awk -v n="$1" '$1 == n { $1 = ""; $2 = ""; $3 = ""; sub(/^ +/, ""); print }' "$2/summary.txt"; }
+json_ok() { # DIR NSTEPS WANT_FAILED : summary.json parses, has NSTEPS steps, failed flag as wanted
+  python3 - "$1/summary.json" "$2" "$3" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert len(s["steps"]) == int(sys.argv[2]), f"{len(s['steps'])} steps"
+assert s["failed"] == (sys.argv[3] == "1"), f"failed={s['failed']}"
+for st in s["steps"]:
+    assert st["status"] in ("ok", "FAIL", "skip") and isinstance(st["seconds"], int) and isinstance(st["figures"], dict), st
+PY
+}
+
+# ---- no GPU: every GPU step is skip ... no GPU, exit 0
+O=$T/no_gpu
+OUT=$O GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-none bash tests/gpu_check.sh > "$T/no_gpu.out" 2>&1; rc=$?
+check gpu_check_no_gpu_exit_0 [ "$rc" -eq 0 ]
+bad=""
+for s in "${GPU_STEPS[@]}"; do
+  [ "$(status "$s" "$O")" = skip ] && note "$s" "$O" | grep -q '^no GPU' || bad="$bad $s=$(status "$s" "$O")"
+done
+[ -z "$bad" ] && ok "gpu_check_no_gpu_every_gpu_step_skip_no_gpu (${#GPU_STEPS[@]} steps)" || fail gpu_check_no_gpu_every_gpu_step_skip_no_gpu "$bad"
+check gpu_check_no_gpu_binaries_ok [ "$(status binaries "$O")" = ok ]
+if json_ok "$O" 13 0 2> "$T/j.err"; then ok gpu_check_no_gpu_summary_json; else fail gpu_check_no_gpu_summary_json "$(tail -n 1 "$T/j.err")"; fi
+# and without any nvidia-smi at all
+OUT=$T/no_smi GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/absent bash tests/gpu_check.sh > /dev/null 2>&1; rc=$?
+check gpu_check_no_nvidia_smi_exit_0 [ "$rc" -eq 0 ]
+check gpu_check_no_nvidia_smi_skips [ "$(status bench_1b "$T/no_smi")" = skip ]
+
+# ---- a file that does not compile, in a temporary copy of the tree (objects copied, timestamps kept)
+C=$T/tree; mkdir -p "$C"
+tar -C . --exclude=./build/emu --exclude=./build/emu-engine --exclude=./build/gpu-kit --exclude=./build/gpu-kit-debs \
+    --exclude=./build/gpu-kit.tmp --exclude=./build/test-logs --exclude=./build/data --exclude=./build/gpu-check \
+    --exclude=./.git --format=posix -cf - . | tar -C "$C" -xf -
+echo '#error injected by t_gpu_check: this file does not compile' >> "$C/core/init.c"
+O=$T/broken
+OUT=$O GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash "$C/tests/gpu_check.sh" > "$T/broken.out" 2>&1; rc=$?
+check gpu_check_broken_build_exit_1 [ "$rc" -eq 1 ]
+if [ "$(status build "$O")" = FAIL ]; then ok gpu_check_broken_build_row_fail
+else fail gpu_check_broken_build_row_fail "build row: $(status build "$O") $(note build "$O")"; fi
+bad=""
+for s in "${GPU_STEPS[@]}"; do [ "$(status "$s" "$O")" = FAIL ] || bad="$bad $s=$(status "$s" "$O")"; done
+[ -z "$bad" ] && ok gpu_check_broken_build_gpu_steps_fail_not_run || fail gpu_check_broken_build_gpu_steps_fail_not_run "$bad"
+grep -q 'injected by t_gpu_check' "$O/build.log" && ok gpu_check_broken_build_log_has_error || fail gpu_check_broken_build_log_has_error "no compiler error in build.log"
+if json_ok "$O" 13 1 2> "$T/j.err"; then ok gpu_check_broken_summary_json; else fail gpu_check_broken_summary_json "$(tail -n 1 "$T/j.err")"; fi
+
+# ---- carried binaries replaced: a CUDA test printing FAIL (exit 0), one only skipping, a train exiting 1
+B=$T/fakebuild; mkdir -p "$B/tests"
+printf '#include <stdio.h>\nint main(void){puts("ok   cuda_op_a");puts("FAIL cuda_op_b: injected wrong value");return 0;}\n' > "$T/k.c"
+printf '#include <stdio.h>\nint main(void){puts("skip cuda_bf16: no CUDA device");return 0;}\n' > "$T/b.c"
+printf '#include <stdio.h>\nint main(void){fputs("train: injected failure\\n", stderr);return 1;}\n' > "$T/t.c"
+gcc -o "$B/tests/test_cuda_kernels" "$T/k.c" && gcc -o "$B/tests/test_cuda_bf16" "$T/b.c" && gcc -o "$B/train" "$T/t.c" \
+  && cp "$B/train" "$B/initbench" \
+  || { fail gpu_check_injected_build "gcc"; exit 1; }
+O=$T/injected
+OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/injected.out" 2>&1; rc=$?
+check gpu_check_injected_exit_1 [ "$rc" -eq 1 ]
+check gpu_check_injected_env_names_gpu grep -q 'NVIDIA H200' "$O/summary.txt"
+want() { # NAME STATUS NOTE-PATTERN
+  if [ "$(status "$1" "$O")" = "$2" ] && note "$1" "$O" | grep -qE "$3"; then ok "gpu_check_injected_${1}_$2"
+  else fail "gpu_check_injected_${1}_$2" "row: $(status "$1" "$O") $(note "$1" "$O")"; fi
+}
+want cuda_kernels FAIL 'FAIL lines'
+want cuda_bf16 FAIL 'skipped on a GPU machine'
+want init_1b FAIL 'exit'
+want cpu_vs_cuda FAIL 'exit|no ok line'
+want bench_1b FAIL 'exit 1: train: injected failure'
+want mesh_1x1 FAIL 'exit 1'
+for m in mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1; do want "$m" FAIL 'exit'; done
+want plan FAIL 'missing|lacks|planned'
+if json_ok "$O" 13 1 2> "$T/j.err"; then ok gpu_check_injected_summary_json; else fail gpu_check_injected_summary_json "$(tail -n 1 "$T/j.err")"; fi
+
+# ---- every program replaced by a fake that passes and writes a record: the ok paths read the right
+# figures, and a plan that differs from the measured bytes or a device over budget + overhead is FAIL
+F=$T/okbuild; mkdir -p "$F/tests"
+cat > "$F/train" <<'SH'
+#!/bin/bash
+out=""; steps=6
+while [ $# -gt 0 ]; do case "$1" in --out) out=$2; shift;; --steps) steps=$2; shift;; esac; shift; done
+planned=800; used=1500
+[ "${FAKE:-}" = planbad ] && planned=801
+[ "${FAKE:-}" = devbad ] && used=1601
+st=$(for i in $(seq 1 "$steps"); do printf '%s{"step": %d, "loss": 2.5}' "$([ "$i" -gt 1 ] && echo ,)" "$i"; done)
+[ -n "$out" ] && cat > "$out.$$" <<JSON && mv "$out.$$" "$out"
+{"status": "ok", "steps": [$st], "summary": {"tok_s": 1234.5, "mfu": 0.41, "step_ms_median": 99.5, "final_loss": 2.5},
+ "memory": {"budget": 1000, "peak": 800, "by_category": {"params": 800},
+            "planned": {"peak": $planned, "by_category": {"params": $planned}},
+            "device": {"total": 5000, "used_at_end": $used, "runtime_overhead": 600}}}
+JSON
+exit 0
+SH
+printf '#!/bin/sh\necho "ok   op_a"; echo "ok   op_b"\n' > "$F/tests/test_cuda_kernels"
+cp "$F/tests/test_cuda_kernels" "$F/tests/test_cuda_bf16"
+printf '#!/bin/sh\necho "# model llama3.2-1b, rank 0 of 1x1, 16 threads"; echo "# owned_elems wall_s cpu_s cpu_ns_elem"; echo "  1498482688 4.900 75.100 50.12"\n' > "$F/initbench"
+chmod +x "$F/train" "$F/initbench" "$F/tests/"*
+O=$T/all_ok
+OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/all_ok.out" 2>&1; rc=$?
+check gpu_check_fake_ok_exit_0 [ "$rc" -eq 0 ]
+bad=""
+for s in "${GPU_STEPS[@]}"; do [ "$(status "$s" "$O")" = ok ] || bad="$bad $s=$(status "$s" "$O")"; done
+[ -z "$bad" ] && ok gpu_check_fake_ok_every_step_ok || fail gpu_check_fake_ok_every_step_ok "$bad $(grep -v '^ok' "$O/summary.txt" | head -n 3)"
+if python3 - "$O/summary.json" <<'PY' 2> "$T/j.err"
+import json, sys
+s = {x["step"]: x for x in json.load(open(sys.argv[1]))["steps"]}
+b, p, i = s["bench_1b"]["figures"], s["plan"]["figures"], s["init_1b"]["figures"]
+assert b["tok_s"] == 1234.5 and b["mfu"] == 0.41 and b["step_ms"] == 99.5 and b["peak_tracked_bytes"] == 800, b
+assert b["device_used_bytes"] == 1500 and b["device_total_bytes"] == 5000, b
+assert p["runtime_overhead_bytes"] == 600 and p["budget_bytes"] == 1000 and p["bench_1b_tracked_bytes"] == 800, p
+assert i["wall_s"] == 4.9 and i["threads"] == 16 and i["elements"] == 1498482688, i
+assert s["mesh_2x4"]["figures"]["final_loss"] == 2.5 and s["env"]["figures"]["gpu"] == "NVIDIA H200", s["env"]
+PY
+then ok gpu_check_fake_ok_figures_in_summary_json; else fail gpu_check_fake_ok_figures_in_summary_json "$(tail -n 1 "$T/j.err")"; fi
+for mode in planbad devbad; do
+  O=$T/$mode
+  FAKE=$mode OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/$mode.out" 2>&1; rc=$?
+  if [ "$rc" -eq 1 ] && [ "$(status plan "$O")" = FAIL ] && [ "$(status bench_1b "$O")" = ok ]; then ok "gpu_check_fake_${mode}_plan_fail"
+  else fail "gpu_check_fake_${mode}_plan_fail" "exit $rc, plan $(status plan "$O"): $(note plan "$O")"; fi
+done
+
+# ---- the budget spent before the GPU steps: not started, said so, and not a failure
+O=$T/no_time
+OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_BUDGET_S=5 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 GPU_CHECK_T0=$(( $(date +%s) - 60 )) \
+  bash tests/gpu_check.sh > "$T/no_time.out" 2>&1; rc=$?
+bad=""
+for s in cuda_kernels cuda_bf16 cpu_vs_cuda bench_1b mesh_1x1 mesh_2x4; do
+  [ "$(status "$s" "$O")" = skip ] && note "$s" "$O" | grep -q 'out of time' || bad="$bad $s=$(status "$s" "$O")"
+done
+[ -z "$bad" ] && ok gpu_check_no_time_skips_not_started || fail gpu_check_no_time_skips_not_started "$bad"
+check gpu_check_no_time_nothing_ran [ ! -e "$O/bench_1b.log" ]
+exit 0

@@ -1,0 +1,95 @@
+/* tests/test_gpus.c — the device table and budget arithmetic of core/gpus.c: every name of the
+ * README is there (any case), capacities are what the runtime reports (a little under the marketing
+ * size, never over it), the plan budget is usable − overhead − reserve, `auto` is free − reserve,
+ * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget. */
+#include "tests/check.h"
+#include "core/gpus.h"
+#include "core/mem.h"
+#include <string.h>
+
+#define GiB (1024ull * 1024ull * 1024ull)
+
+int main(void) {
+    char err[256], names[256];
+    CHECK(gpus_count() == 4, "gpus_four_devices", "%d", gpus_count());
+    gpus_names(names, sizeof names);
+    CHECK(!strcmp(names, "h100-80gb, h200-141gb, a100-80gb, a100-40gb"), "gpus_names", "'%s'", names);
+    const char *nm[] = {"h100-80gb", "H200-141GB", "a100-80gb", "a100-40gb"};
+    /* runtime totals: under the marketing size in GB (10^9) and within 3% below it in GiB terms */
+    double lo[] = {79.0, 139.5, 79.0, 39.2}, hi[] = {79.5, 140.0, 79.5, 39.6};
+    for (int i = 0; i < 4; i++) {
+        const gpu_spec *g = gpus_find(nm[i]);
+        char n[64];
+        snprintf(n, sizeof n, "gpus_find_%s", nm[i]);
+        CHECK(g != NULL, n, "not found");
+        if (!g) continue;
+        double gib = (double)g->usable_bytes / GiB;
+        snprintf(n, sizeof n, "gpus_usable_%s_as_the_runtime_reports", g->name);
+        CHECK(gib > lo[i] && gib < hi[i], n, "%.3f GiB", gib);
+        snprintf(n, sizeof n, "gpus_overhead_%s_plausible", g->name);
+        CHECK(g->overhead_bytes >= 256ull << 20 && g->overhead_bytes <= 4 * GiB, n, "%llu", (unsigned long long)g->overhead_bytes);
+        uint64_t b = 0;
+        snprintf(n, sizeof n, "gpus_plan_budget_%s", g->name);
+        CHECK(gpus_plan_budget(g, GPUS_DEFAULT_RESERVE_BYTES, &b, err, sizeof err) == 0 &&
+              b == g->usable_bytes - g->overhead_bytes - GPUS_DEFAULT_RESERVE_BYTES, n, "%llu", (unsigned long long)b);
+    }
+    CHECK(gpus_find("h100") == NULL && gpus_find("") == NULL && gpus_find(NULL) == NULL, "gpus_unknown_is_null", "found");
+    uint64_t b = 7;
+    const gpu_spec *a40 = gpus_find("a100-40gb");
+    CHECK(gpus_plan_budget(a40, 40 * GiB, &b, err, sizeof err) == -1 && b == 7 && strstr(err, "a100-40gb"),
+          "gpus_plan_budget_reserve_too_big", "b %llu err '%s'", (unsigned long long)b, err);
+    gpus_device_mem m;
+    CHECK(gpus_auto_budget(80 * GiB, 78 * GiB, GiB, &m, err, sizeof err) == 0 && m.budget == 77 * GiB &&
+          m.runtime_overhead == 2 * GiB && m.reserve == GiB && m.total == 80 * GiB && m.free_after_setup == 78 * GiB,
+          "gpus_auto_budget_free_minus_reserve", "budget %llu overhead %llu", (unsigned long long)m.budget,
+          (unsigned long long)m.runtime_overhead);
+    CHECK(gpus_auto_budget(80 * GiB, GiB, GiB, &m, err, sizeof err) == -1 && strstr(err, "--mem-reserve"),
+          "gpus_auto_budget_reserve_takes_all", "'%s'", err);
+    CHECK(gpus_auto_budget(0, 0, GiB, &m, err, sizeof err) == -1, "gpus_auto_budget_no_device_memory", "accepted");
+    CHECK(gpus_is_auto("auto") && gpus_is_auto("AUTO") && !gpus_is_auto("80GiB") && !gpus_is_auto(NULL),
+          "gpus_is_auto", "wrong");
+    /* option resolution: --mem-budget SIZE|auto, --mem-reserve, --gpu, in plan / CUDA run / CPU run */
+    gpus_budget r;
+    const gpu_spec *h = gpus_find("h100-80gb");
+    uint64_t hb = h->usable_bytes - h->overhead_bytes - GPUS_DEFAULT_RESERVE_BYTES;
+    CHECK(gpus_resolve_budget(NULL, NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb && r.gpu == h && !r.is_auto,
+          "gpus_resolve_plan_gpu", "%llu vs %llu: %s", (unsigned long long)r.budget, (unsigned long long)hb, err);
+    CHECK(gpus_resolve_budget("auto", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb,
+          "gpus_resolve_plan_gpu_auto_same", "%llu", (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget(NULL, "2GiB", "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb - GiB && r.reserve == 2 * GiB,
+          "gpus_resolve_plan_gpu_reserve", "%llu", (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget("auto", NULL, NULL, 1, 0, &r, err, sizeof err) == -1 && strstr(err, "--gpu"),
+          "gpus_resolve_plan_auto_needs_gpu", "'%s'", err);
+    CHECK(gpus_resolve_budget("80GB", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "two budgets"),
+          "gpus_resolve_size_and_gpu_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget("auto", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
+          "gpus_resolve_auto_on_cpu_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget(NULL, NULL, "a100-40gb", 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
+          "gpus_resolve_gpu_on_cpu_run_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget("auto", "512MiB", NULL, 0, 1, &r, err, sizeof err) == 0 && r.is_auto && r.budget == 0 &&
+          r.reserve == 512ull << 20, "gpus_resolve_auto_on_cuda_measures", "auto %d budget %llu", r.is_auto, (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget(NULL, NULL, "h200-141gb", 0, 1, &r, err, sizeof err) == 0 && r.is_auto,
+          "gpus_resolve_gpu_on_cuda_run_is_auto", "%d", r.is_auto);
+    CHECK(gpus_resolve_budget("96MiB", NULL, NULL, 0, 0, &r, err, sizeof err) == 0 && r.budget == 96ull << 20 && !r.is_auto,
+          "gpus_resolve_size", "%llu", (unsigned long long)r.budget);
+    CHECK(gpus_resolve_budget("96MiB", "1GiB", NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--mem-reserve"),
+          "gpus_resolve_reserve_without_auto_refused", "'%s'", err);
+    CHECK(gpus_resolve_budget("auto", "lots", NULL, 0, 1, &r, err, sizeof err) == -1 && strstr(err, "'lots'"),
+          "gpus_resolve_bad_reserve", "'%s'", err);
+    CHECK(gpus_resolve_budget("0", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "auto"),
+          "gpus_resolve_bad_size_names_auto", "'%s'", err);
+    CHECK(gpus_resolve_budget(NULL, NULL, "v100", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "h200-141gb"),
+          "gpus_resolve_unknown_gpu_lists_known", "'%s'", err);
+#ifndef MESHSWEEP_CUDA
+    gpus_device_mem dm;
+    CHECK(gpus_measure_device(&ops_cpu, 1, &r, &dm, err, sizeof err) == -1, "gpus_measure_without_cuda_build", "accepted");
+#endif
+
+    /* the warm-up belongs to the runtime's overhead, not to the tracked bytes the budget caps */
+    mem_init(&ops_cpu, 0, 0);
+    gpus_warm_runtime(&ops_cpu);
+    CHECK(mem_get_stats()->total_peak == 0, "gpus_warm_runtime_outside_tracked_allocator", "%llu tracked",
+          (unsigned long long)mem_get_stats()->total_peak);
+    mem_shutdown();
+    return check_exit();
+}
