@@ -12,7 +12,9 @@
  * and the same records as JSON (--json, written atomically). algbw = S/t with S the whole array
  * (count·size for all-reduce, the gathered / the reduced array for all-gather / reduce-scatter);
  * busbw = algbw · metrics_busbw_factor (nccl-tests). A single-process memcpy rate is printed as the
- * reference a shared-memory transport can be compared with.
+ * reference a shared-memory transport can be compared with. The header lists every host of the job
+ * with its ranks. A run that would measure nothing (one rank, or sizes below one float per rank) is
+ * refused (exit 2), so "0 wrong" always means something was checked.
  * Not here: NCCL (this measures the MPI path only), in-place vs out-of-place variants, alltoall. */
 #include <errno.h>
 #include <jansson.h>
@@ -25,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/agree.h"
 #include "core/cli.h"
 #include "core/comm.h"
 #include "core/config.h"
@@ -240,6 +243,118 @@ static json_t *record_json(const record *r) {
                      "wrong", (json_int_t)r->wrong);
 }
 
+/* ------------------------------------------------------------------ hosts */
+/* "mhA (ranks 0-3), mhB (ranks 4-7)": every host of the job with its ranks (ranges where consecutive) */
+static void hosts_line(char *out, size_t len) {
+    json_t *m = agree_ranks_by_host();
+    size_t used = 0;
+    const char *h; json_t *ranks;
+    out[0] = 0;
+    json_object_foreach(m, h, ranks) {
+        if (used >= len) break;
+        used += (size_t)snprintf(out + used, len - used, "%s%s (rank%s ", used ? ", " : "", h, json_array_size(ranks) > 1 ? "s" : "");
+        size_t n = json_array_size(ranks);
+        for (size_t i = 0; i < n && used < len;) {
+            long long a = json_integer_value(json_array_get(ranks, i)), b = a;
+            size_t j = i + 1;
+            while (j < n && json_integer_value(json_array_get(ranks, j)) == b + 1) b++, j++;
+            used += (size_t)snprintf(out + used, len - used, "%s%lld", i ? "," : "", a);
+            if (b > a) used += (size_t)snprintf(out + used, len - used, "-%lld", b);
+            i = j;
+        }
+        if (used < len) used += (size_t)snprintf(out + used, len - used, ")");
+    }
+    json_decref(m);
+}
+
+/* ------------------------------------------------------------------ the sweep over groups and sizes */
+typedef struct results {
+    json_t *recs;
+    double bus_sum; int nrows;
+    uint64_t wrong_total;
+    /* reduce-scatter comparison: time of each algorithm per group and size, for the footer */
+    double rs_t[2][2][64]; uint64_t rs_bytes[2][64]; int rs_n[2];
+} results;
+
+typedef struct gdef { const char *name; comm_group *g; } gdef;
+
+/* the bytes of size s a group of `ranks` measures: every rank owns an equal whole number of floats,
+ * as nccl-tests rounds; 0 when s is below one float per rank */
+static uint64_t group_bytes(uint64_t s, int ranks) { uint64_t unit = sizeof(float) * (uint64_t)ranks; return s - s % unit; }
+
+/* rows the run will measure (all ranks compute the same number) */
+static int planned_rows(const gdef *groups, uint64_t min_b, uint64_t max_b, int rs_mask) {
+    int ncoll = 0, rows = 0;
+    for (int ci = 0; ci < NCOLLS; ci++) ncoll += !COLLS[ci].rs || (COLLS[ci].rs & rs_mask);
+    for (int gi = 0; gi < 2; gi++) {
+        if (groups[gi].g->size < 2) continue;
+        int si = 0;
+        for (uint64_t s = min_b; s <= max_b && si < 64; s *= 2, si++) rows += group_bytes(s, groups[gi].g->size) ? ncoll : 0;
+    }
+    return rows;
+}
+
+static void run_all(results *R, const gdef *groups, float *a, float *b, uint64_t min_b, uint64_t max_b, int rs_mask, const opts *o) {
+    for (int gi = 0; gi < 2; gi++) {
+        comm_group *g = groups[gi].g;
+        if (g->size < 2) {
+            if (g_rank0) printf("# %s groups have 1 rank: nothing to measure\n", groups[gi].name);
+            continue;
+        }
+        /* sizes outside, collectives inside: on a machine shared with other jobs the load drifts over
+         * seconds, and the two reduce-scatter algorithms are compared under the same conditions */
+        int si = 0;
+        for (uint64_t s = min_b; s <= max_b && si < 64; s *= 2, si++) {
+            uint64_t bytes = group_bytes(s, g->size);
+            if (!bytes) continue;
+            for (int ci = 0; ci < NCOLLS; ci++) {
+                const coll_def *c = &COLLS[ci];
+                if (c->rs && !(c->rs & rs_mask)) continue;
+                bench_t B = {g, (size_t)(bytes / sizeof(float)), (size_t)(bytes / (sizeof(float) * (uint64_t)g->size)), a, b};
+                record r = measure(c, &B, groups[gi].name, o->warmup, o->iters);
+                R->wrong_total += r.wrong;
+                R->bus_sum += r.busbw_gbs; R->nrows++;
+                if (c->rs) { R->rs_t[gi][c->rs - 1][si] = r.time_us; R->rs_bytes[gi][si] = r.bytes; if (si + 1 > R->rs_n[gi]) R->rs_n[gi] = si + 1; }
+                if (g_rank0) { print_row(&r); json_array_append_new(R->recs, record_json(&r)); }
+            }
+        }
+    }
+}
+
+static void print_footer(const results *R, const gdef *groups, int rs_mask) {
+    printf("# Out of bounds values : %llu %s\n", (unsigned long long)R->wrong_total, R->wrong_total ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %.3f GB/s\n", R->bus_sum / R->nrows);
+    if (rs_mask == 3 && R->rs_n[0] + R->rs_n[1] > 0) {
+        printf("# reduce_scatter algorithms: time (us) of MPI_Allreduce+copy vs MPI_Reduce_scatter_block\n");
+        printf("#%5s %12s %12s %12s %8s %10s\n", "group", "size(B)", "allreduce", "native", "ratio", "faster");
+        for (int gi = 0; gi < 2; gi++)
+            for (int si = 0; si < R->rs_n[gi]; si++) {
+                double ta = R->rs_t[gi][0][si], tn = R->rs_t[gi][1][si];
+                if (ta <= 0 || tn <= 0) continue;
+                printf("#%5s %12llu %12.1f %12.1f %8.2f %10s\n", groups[gi].name, (unsigned long long)R->rs_bytes[gi][si],
+                       ta, tn, tn / ta, tn < ta ? "native" : "allreduce");
+            }
+    }
+    fflush(stdout);
+}
+
+/* rank 0: the JSON record (env names rank 0's host and every host with its ranks) */
+static int write_json(const char *path, results *R, const mesh_t *mesh, const opts *o, uint64_t max_b, uint64_t mc_b,
+                      double mc_msg, double mc_big, const char *mpiver, const char *date) {
+    char err[512];
+    json_t *root = json_pack("{s:s, s:i, s:{s:i, s:i}, s:i, s:i, s:s, s:[{s:I, s:f}, {s:I, s:f}], s:O, s:I, s:f, s:{s:s, s:o, s:s, s:s}}",
+        "schema", "meshsweep.commbench/1", "world", mesh->world, "mesh", "dp", mesh->dp, "tp", mesh->tp,
+        "iters", o->iters, "warmup", o->warmup, "dtype", "float32",
+        "memcpy", "bytes", (json_int_t)max_b, "gbs", mc_msg, "bytes", (json_int_t)mc_b, "gbs", mc_big,
+        "records", R->recs, "wrong_total", (json_int_t)R->wrong_total, "avg_busbw_gbs", R->bus_sum / R->nrows,
+        "env", "host", agree_host(), "ranks_by_host", agree_ranks_by_host(), "mpi", mpiver, "date", date);
+    if (!root) { say("could not build the JSON record"); return 1; }
+    int rc = 0;
+    if (record_write_atomic(path, root, err, sizeof err)) { say("%s", err); rc = 1; }
+    json_decref(root);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ main */
 static const char *env_rank_str(void) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
@@ -280,26 +395,30 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     g_rank0 = rank == 0;
     cli_set_rank0(g_rank0);
+    agree_init("commbench");
     char err[512];
     mesh_t mesh;
     if (mesh_init(&mesh, world, rank, o.tp, err, sizeof err)) BAD("%s", err);
-    if (o.json) { /* rank 0 writes the file, so it checks; every rank leaves together if it cannot */
-        int okw = 1;
-        if (g_rank0 && record_check_writable(o.json, err, sizeof err)) okw = 0;
-        MPI_Bcast(&okw, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (!okw) BAD("%s", err);
-    }
+    /* rank 0 writes the file, so it checks; every rank leaves together if it cannot */
+    if (o.json && g_rank0 && record_check_writable(o.json, err, sizeof err)) agree_fail(2, "%s", err);
+    int code = agree_check();
+    if (code) finish(code);
 
     comm_group tpg, dpg;
     if (comm_mpi_groups(&tpg, &dpg, o.tp)) { say("could not build the mesh groups"); finish(1); }
     comm_rs_algo rs_default = comm_get_rs_algo();
+    gdef groups[2] = {{"tp", &tpg}, {"dp", &dpg}};
+    /* a run that would measure nothing is refused, so "0 wrong" always means something was checked */
+    if (!planned_rows(groups, min_b, max_b, rs_mask)) {
+        if (world < 2) BAD("nothing to measure: 1 rank has no group to communicate in (run it under mpirun -np 2 or more)");
+        BAD("nothing to measure: --max-bytes %s is below one float per rank of every group of 2 or more ranks", o.max_bytes);
+    }
 
     /* buffers for the largest message, touched once so page faults stay out of the timings */
     size_t max_count = (size_t)(max_b / sizeof(float));
     float *a = malloc(max_count * sizeof(float)), *b = malloc(max_count * sizeof(float));
-    int okm = a && b, okm_all = 0;
-    MPI_Allreduce(&okm, &okm_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!okm_all || !a || !b) { say("out of host memory for two %llu-byte buffers per rank", (unsigned long long)max_b); finish(1); }
+    if (!a || !b) agree_fail(1, "out of host memory for two %llu-byte buffers", (unsigned long long)max_b);
+    if ((code = agree_check())) finish(code);
     memset(a, 0, max_count * sizeof(float)); memset(b, 0, max_count * sizeof(float));
 
     /* memcpy reference on rank 0 while the others sleep: at the largest message size (what the
@@ -308,13 +427,14 @@ int main(int argc, char **argv) {
     if (g_rank0) { mc_msg = memcpy_gbs((size_t)max_b, 10); mc_big = memcpy_gbs((size_t)mc_b, 5); }
     sleep_until_all();
 
-    char host[256] = "?", mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "?", date[64] = "?";
-    gethostname(host, sizeof host - 1);
+    char hosts[1024], mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "?", date[64] = "?";
+    hosts_line(hosts, sizeof hosts);
     { int ml = 0; MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
     { time_t now = time(NULL); struct tm tmv; if (gmtime_r(&now, &tmv)) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv); }
     if (g_rank0) {
-        printf("# commbench: world %d, mesh %dx%d (dp x tp), float32 sum, iters %d, warmup %d, host %s, %s\n", world,
-               mesh.dp, mesh.tp, o.iters, o.warmup, host, mpiver);
+        printf("# commbench: world %d, mesh %dx%d (dp x tp), float32 sum, iters %d, warmup %d, %s\n", world,
+               mesh.dp, mesh.tp, o.iters, o.warmup, mpiver);
+        printf("# hosts: %s\n", hosts);
         printf("# time = max over ranks of the mean of %d iterations; all groups of one kind run at once;\n", o.iters);
         printf("# algbw = S/time (S = whole array), busbw = algbw * nccl-tests factor (all_reduce 2(n-1)/n, others (n-1)/n)\n");
         printf("# memcpy (1 process, best of copies): %.3f GB/s at %llu B, %.3f GB/s at %llu B\n", mc_msg,
@@ -322,77 +442,18 @@ int main(int argc, char **argv) {
         print_header();
     }
 
-    json_t *recs = json_array();
-    double bus_sum = 0; int nrows = 0;
-    uint64_t wrong_total = 0;
-    struct { const char *name; comm_group *g; } groups[2] = {{"tp", &tpg}, {"dp", &dpg}};
-    /* reduce-scatter comparison: time of each algorithm per group and size, for the footer */
-    enum { MAXSIZES = 64 };
-    double rs_t[2][2][MAXSIZES]; uint64_t rs_bytes[2][MAXSIZES]; int rs_n[2] = {0, 0};
-    memset(rs_t, 0, sizeof rs_t);
-    for (int gi = 0; gi < 2; gi++) {
-        comm_group *g = groups[gi].g;
-        if (g->size < 2) {
-            if (g_rank0) printf("# %s groups have 1 rank: nothing to measure\n", groups[gi].name);
-            continue;
-        }
-        /* sizes outside, collectives inside: on a machine shared with other jobs the load drifts over
-         * seconds, and the two reduce-scatter algorithms are compared under the same conditions */
-        int si = 0;
-        for (uint64_t s = min_b; s <= max_b && si < MAXSIZES; s *= 2, si++) {
-            /* every rank owns an equal whole number of floats, as nccl-tests rounds */
-            uint64_t unit = sizeof(float) * (uint64_t)g->size;
-            uint64_t bytes = s - s % unit;
-            if (!bytes) continue;
-            for (int ci = 0; ci < NCOLLS; ci++) {
-                const coll_def *c = &COLLS[ci];
-                if (c->rs && !(c->rs & rs_mask)) continue;
-                bench_t B = {g, (size_t)(bytes / sizeof(float)), (size_t)(bytes / unit), a, b};
-                record r = measure(c, &B, groups[gi].name, o.warmup, o.iters);
-                wrong_total += r.wrong;
-                bus_sum += r.busbw_gbs; nrows++;
-                if (c->rs) { rs_t[gi][c->rs - 1][si] = r.time_us; rs_bytes[gi][si] = r.bytes; if (si + 1 > rs_n[gi]) rs_n[gi] = si + 1; }
-                if (g_rank0) { print_row(&r); json_array_append_new(recs, record_json(&r)); }
-            }
-        }
-    }
+    static results R;
+    R.recs = json_array();
+    run_all(&R, groups, a, b, min_b, max_b, rs_mask, &o);
     comm_set_rs_algo(rs_default);
-
-    if (g_rank0) {
-        printf("# Out of bounds values : %llu %s\n", (unsigned long long)wrong_total, wrong_total ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %.3f GB/s\n", nrows ? bus_sum / nrows : 0);
-        if (rs_mask == 3 && rs_n[0] + rs_n[1] > 0) {
-            printf("# reduce_scatter algorithms: time (us) of MPI_Allreduce+copy vs MPI_Reduce_scatter_block\n");
-            printf("#%5s %12s %12s %12s %8s %10s\n", "group", "size(B)", "allreduce", "native", "ratio", "faster");
-            for (int gi = 0; gi < 2; gi++)
-                for (int si = 0; si < rs_n[gi]; si++) {
-                    double ta = rs_t[gi][0][si], tn = rs_t[gi][1][si];
-                    if (ta <= 0 || tn <= 0) continue;
-                    printf("#%5s %12llu %12.1f %12.1f %8.2f %10s\n", groups[gi].name, (unsigned long long)rs_bytes[gi][si],
-                           ta, tn, tn / ta, tn < ta ? "native" : "allreduce");
-                }
-        }
-        fflush(stdout);
-    }
-
-    int rc = wrong_total ? 1 : 0;
-    if (g_rank0 && o.json) {
-        json_t *root = json_pack("{s:s, s:i, s:{s:i, s:i}, s:i, s:i, s:s, s:[{s:I, s:f}, {s:I, s:f}], s:o, s:I, s:f, s:{s:s, s:s, s:s}}",
-            "schema", "meshsweep.commbench/1", "world", world, "mesh", "dp", mesh.dp, "tp", mesh.tp,
-            "iters", o.iters, "warmup", o.warmup, "dtype", "float32",
-            "memcpy", "bytes", (json_int_t)max_b, "gbs", mc_msg, "bytes", (json_int_t)mc_b, "gbs", mc_big,
-            "records", recs, "wrong_total", (json_int_t)wrong_total, "avg_busbw_gbs", nrows ? bus_sum / nrows : 0,
-            "env", "host", host, "mpi", mpiver, "date", date);
-        if (!root) { say("could not build the JSON record"); rc = 1; }
-        else {
-            if (record_write_atomic(o.json, root, err, sizeof err)) { say("%s", err); rc = 1; }
-            json_decref(root);
-        }
-    } else {
-        json_decref(recs);
-    }
-    if (wrong_total) say("%llu wrong elements: the collectives returned wrong results", (unsigned long long)wrong_total);
+    int rc = R.wrong_total ? 1 : 0;
+    if (!R.nrows) { say("nothing was measured"); rc = 1; } /* planned_rows said otherwise: a fault */
+    else if (g_rank0) print_footer(&R, groups, rs_mask);
+    if (g_rank0 && o.json && R.nrows && write_json(o.json, &R, &mesh, &o, max_b, mc_b, mc_msg, mc_big, mpiver, date)) rc = 1;
+    json_decref(R.recs);
+    if (R.wrong_total) say("%llu wrong elements: the collectives returned wrong results", (unsigned long long)R.wrong_total);
     free(a); free(b);
+    agree_free();
     finish(rc);
     return rc;
 }

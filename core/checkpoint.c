@@ -1,7 +1,11 @@
 /* core/checkpoint.c — --init (shape check, parameter load) and --save (gather, write) of HF-named
  * safetensors checkpoints; see checkpoint.h. Host memory only: checkpoint I/O is not engine memory. */
 #include "core/checkpoint.h"
+#include "core/agree.h"
+#include "core/cleanup.h"
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,30 +95,39 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
         names[j] = s->name; nd[j] = s->ndim;
         if (s->ndim == 1) shapes[j][0] = s->full_cols; else { shapes[j][0] = s->full_rows; shapes[j][1] = s->full_cols; }
     }
+    /* One rule for a failure on one rank (core/agree.h): rank 0 is the only writer, so a write that
+     * fails there (a full disk) is agreed on before the next collective, and every rank leaves the
+     * loop together. SIGINT/SIGTERM remove the temp file at once and are agreed on the same way. */
     int rank0 = M->mesh.rank == 0, rc = 0;
+    cleanup_signals_on();
     st_writer *w = NULL;
-    if (rank0) w = st_writer_begin(path, no, names, nd, (const int64_t(*)[4])shapes, err, errlen);
-    int ok = rank0 ? w != NULL : 1;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) { free(names); free(nd); free(shapes); free(order); if (!rank0) snprintf(err, errlen, "save failed on rank 0"); return -1; }
+    if (rank0) {
+        w = st_writer_begin(path, no, names, nd, (const int64_t(*)[4])shapes, err, errlen);
+        if (!w) agree_fail(1, "save: %s", err);
+    }
+    rc = agree_check();
     int cur_unit = -1;
     float *unit = NULL, *tmp = NULL, *seg_all = NULL, *full = NULL;
     for (int j = 0; j < no && rc == 0; j++) {
         int ui = order[j] / 16;
         fsdp_unit *u = &M->units[ui];
         const fsdp_seg *s = &u->seg[order[j] % 16];
-        if (ui != cur_unit) {
+        int new_unit = ui != cur_unit;
+        if (new_unit) {
             free(unit); free(tmp);
             unit = malloc((size_t)u->padded * sizeof(float)); tmp = malloc((size_t)u->shard * sizeof(float) + 4);
-            if (!unit || !tmp) { snprintf(err, errlen, "save: out of host memory"); rc = -1; break; }
-            fsdp_unit_to_host(&M->fsdp, ui, unit, tmp);
+            if (!unit || !tmp) agree_fail(1, "save: out of host memory");
             cur_unit = ui;
         }
         size_t n = (size_t)(s->rows * s->cols);
         free(seg_all); free(full);
         seg_all = malloc(n * tpg->size * sizeof(float));
         full = rank0 ? malloc((size_t)(s->full_rows * s->full_cols) * sizeof(float)) : NULL;
-        if (!seg_all || (rank0 && !full)) { snprintf(err, errlen, "save: out of host memory"); rc = -1; break; }
+        if (!seg_all || (rank0 && !full)) agree_fail(1, "save: out of host memory");
+        if (cleanup_signal()) agree_fail(128 + cleanup_signal(), "interrupted by %s during --save: %s not written",
+                                         cleanup_signal() == SIGINT ? "SIGINT" : "SIGTERM", path);
+        if ((rc = agree_check())) break; /* the previous tensor's write, this one's buffers, a signal */
+        if (new_unit) fsdp_unit_to_host(&M->fsdp, ui, unit, tmp);
         comm_all_gather_host(tpg, seg_all, unit + s->off, n);
         if (!rank0) continue;
         for (int t = 0; t < tpg->size; t++) {
@@ -129,14 +142,23 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
             }
             if (s->split == SPLIT_NONE) break;
         }
-        if (st_writer_put(w, full, s->full_rows * s->full_cols, err, errlen)) rc = -1;
+        if (st_writer_put(w, full, s->full_rows * s->full_cols, err, errlen)) agree_fail(1, "save: %s", err);
     }
     free(unit); free(tmp); free(seg_all); free(full);
-    if (rank0 && w) {
-        if (rc == 0) { if (st_writer_finish(w, err, errlen)) rc = -1; }
-        else st_writer_abort(w);
+    if (rc == 0) {
+        if (rank0) {
+            int fr = st_writer_finish(w, err, errlen); /* frees w in every case */
+            w = NULL;
+            if (fr) agree_fail(1, "save: %s", err);
+        }
+        if (cleanup_signal()) agree_fail(128 + cleanup_signal(), "interrupted by %s during --save: %s not written",
+                                         cleanup_signal() == SIGINT ? "SIGINT" : "SIGTERM", path);
+        rc = agree_check();
+        if (rc && rank0 && cleanup_signal()) unlink(path); /* finished just as the signal came: not kept */
     }
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (w) st_writer_abort(w);
+    if (rc) { cleanup_all(); snprintf(err, errlen, "%s", agree_last_error()); }
+    cleanup_signals_off();
     free(names); free(nd); free(shapes); free(order);
     return rc;
 }

@@ -15,6 +15,9 @@ int checkpoint_check_shapes(const model_t *M, const st_file *f, char *err, size_
  * -2 another rank failed (err untouched). */
 int checkpoint_load(model_t *M, st_file *f, char *err, size_t errlen);
 /* Gather the model over dp and tp and write it to path as F32 safetensors (collective; rank 0 writes,
- * atomically). 0 ok, -1 with a message. */
+ * atomically). A failure on any rank (a full disk on rank 0) is agreed on before the next collective
+ * (core/agree.h): rank 0 has printed one line, every rank returns the same code and err holds that
+ * line without the program name. 0 ok, 1 failed, 128+signal when SIGINT/SIGTERM came during the
+ * save (its temp file is removed at once; a file finished just then is removed too). */
 int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, size_t errlen);
 #endif

@@ -82,15 +82,18 @@ static int tab_take(uintptr_t a, live_t *out) {
 
 void *mem_alloc(mem_cat c, size_t bytes) {
     if (bytes == 0) bytes = 1; /* distinct address, counted as one byte in both modes */
-    if (g_st.budget && g_st.total_cur + bytes > g_st.budget && !g_st.over_budget) {
+    /* checked: bytes may be near SIZE_MAX in a plan of a huge config, so no sum may wrap */
+    if (g_st.budget && (g_st.total_cur > g_st.budget || bytes > g_st.budget - g_st.total_cur) && !g_st.over_budget) {
         g_st.over_budget = 1; g_st.oom_cat = c; g_st.oom_bytes = bytes;
         g_st.oom_in_use = g_st.total_cur; g_st.oom_peak_before = g_st.total_peak;
         if (!g_plan) g_oom(&g_st);
     }
     void *p;
     if (g_plan) {
+        /* distinct addresses that never wrap (the sizes are in the table, not in the spacing) */
         p = (void *)g_fake_next;
-        g_fake_next += (bytes + 255) & ~(uintptr_t)255;
+        g_fake_next += 256;
+        if (bytes > MEM_PLAN_CAP || g_st.total_cur > MEM_PLAN_CAP - bytes) { g_st.overflow = 1; bytes = 0; }
     } else {
         p = g_ops->dev_alloc(bytes);
         if (!p) {

@@ -24,7 +24,12 @@ typedef struct mem_stats {
     int over_budget;
     mem_cat oom_cat;
     uint64_t oom_bytes, oom_in_use, oom_peak_before;
+    /* plan mode: the sum of live bytes would have passed MEM_PLAN_CAP; from then on allocations
+     * count nothing, so the figures are a lower bound and the plan cannot fit any budget */
+    int overflow;
 } mem_stats;
+/* 4 EiB: what a plan counts at most (sums stay far from 64-bit wrap-around) */
+#define MEM_PLAN_CAP ((uint64_t)1 << 62)
 
 /* plan != 0: track only. budget 0 = unlimited. ops supplies dev_alloc/dev_free in real mode. */
 void mem_init(const ops_t *ops, int plan, uint64_t budget);

@@ -6,6 +6,7 @@
 #include "core/record.h"
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define say cli_say
@@ -32,15 +33,41 @@ int plan_rank(const model_config *cfg, int world, int tp, int rank, const model_
     return rc;
 }
 
-int plan_world(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
-               mem_stats *worst_stats, int *worst, char *err, size_t errlen) {
+/* Every rank of a mesh allocates alike: FSDP pads each unit to a multiple of dp and gives every DP
+ * rank an equal slice, and the TP splits are even (the divisibility checks, the padded vocabulary).
+ * So the plan replays the four corner ranks (tp_rank 0 and tp-1 of dp_rank 0 and dp-1) and takes
+ * their figures for every rank; only if the corners differ is every rank replayed. This keeps
+ * --plan of a deep model on a large world to a few replays instead of one per rank. */
+static int same_stats(const mem_stats *a, const mem_stats *b) {
+    return a->total_peak == b->total_peak && !memcmp(a->peak, b->peak, sizeof a->peak) &&
+           !memcmp(a->at_peak, b->at_peak, sizeof a->at_peak) && a->over_budget == b->over_budget &&
+           a->overflow == b->overflow;
+}
+
+int plan_world_ranks(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
+                     mem_stats *per_rank, mem_stats *worst_stats, int *worst, char *err, size_t errlen) {
     *worst = -1;
+    mesh_t m;
+    if (mesh_init(&m, world, 0, tp, err, errlen)) return -1;
+    int corner[4] = {0, m.tp - 1, world - m.tp, world - 1}, uniform = 1;
+    mem_stats cs[4];
+    for (int k = 0; k < 4; k++) {
+        if (plan_rank(cfg, world, tp, corner[k], o, budget, &cs[k], err, errlen)) return -1;
+        uniform &= same_stats(&cs[0], &cs[k]);
+    }
     for (int r = 0; r < world; r++) {
-        mem_stats s;
-        if (plan_rank(cfg, world, tp, r, o, budget, &s, err, errlen)) return -1;
-        if (*worst < 0 || s.total_peak > worst_stats->total_peak) { *worst_stats = s; *worst = r; }
+        mem_stats s = cs[0];
+        if (!uniform && plan_rank(cfg, world, tp, r, o, budget, &s, err, errlen)) return -1;
+        if (per_rank) per_rank[r] = s;
+        if (*worst < 0 || s.total_peak > worst_stats->total_peak || (s.overflow && !worst_stats->overflow)) { *worst_stats = s; *worst = r; }
+        if (uniform && !per_rank) break; /* rank 0 stands for all */
     }
     return 0;
+}
+
+int plan_world(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
+               mem_stats *worst_stats, int *worst, char *err, size_t errlen) {
+    return plan_world_ranks(cfg, world, tp, o, budget, NULL, worst_stats, worst, err, errlen);
 }
 
 static int fits(const model_config *cfg, int world, int tp, const model_opts *o, int B, uint64_t budget,
@@ -48,21 +75,27 @@ static int fits(const model_config *cfg, int world, int tp, const model_opts *o,
     model_opts x = *o; x.B = B;
     mem_stats s = {0}; int w;
     if (plan_world(cfg, world, tp, &x, budget, &s, &w, err, errlen)) return -1;
-    return s.total_peak <= budget;
+    return !s.overflow && s.total_peak <= budget;
 }
 
 int plan_max_batch(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
                    char *err, size_t errlen) {
+    /* the engine's own limits: --batch-size up to PLAN_MAX_BATCH and B*T up to PLAN_MAX_TOKENS */
+    int cap = PLAN_MAX_BATCH;
+    if (o->T > 0 && PLAN_MAX_TOKENS / o->T < cap) cap = (int)(PLAN_MAX_TOKENS / o->T);
+    if (cap < 1) return 0;
     int f = fits(cfg, world, tp, o, 1, budget, err, errlen);
     if (f <= 0) return f < 0 ? -1 : 0;
     int lo = 1, hi = 2; /* lo fits; find hi that does not */
     for (;;) {
+        if (hi > cap) hi = cap;
+        if (hi <= lo) return lo;
         f = fits(cfg, world, tp, o, hi, budget, err, errlen);
         if (f < 0) return -1;
         if (!f) break;
         lo = hi;
-        if (hi >= (1 << 20)) return lo;
-        hi *= 2;
+        if (lo == cap) return lo;
+        hi = lo > cap / 2 ? cap : lo * 2;
     }
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
@@ -98,6 +131,7 @@ int plan_report(const plan_req *q) {
             if (plan_world(q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
             char need[32], have[32], st[32];
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
+            if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
             mem_format(st, sizeof st, s.peak[MEM_PARAMS] + s.peak[MEM_GRADS] + s.peak[MEM_OPTIMIZER]);
             say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
                 have, m.dp, m.tp, need, st);
@@ -105,6 +139,22 @@ int plan_report(const plan_req *q) {
         }
     }
     G = m.dp * B;
+    /* plan every rank first: a configuration error is found before any line of the table is printed */
+    json_t *ranks = json_array();
+    mem_stats worst = {0}; int wr = 0;
+    mem_stats *per = B > 0 ? calloc((size_t)W, sizeof *per) : NULL;
+    if (B > 0) {
+        if (!per) { say("--plan: out of host memory for %d ranks", W); json_decref(ranks); return 1; }
+        if (plan_world_ranks(q->cfg, W, q->tp, &mo, q->budget, per, &worst, &wr, err, sizeof err)) {
+            say("%s", err); json_decref(ranks); free(per); return 2;
+        }
+    }
+    if (worst.overflow) {
+        say("--plan: this configuration needs more than %llu EiB per rank (batch %d x seq %d on mesh %dx%d): beyond "
+            "what can be planned or run", (unsigned long long)(MEM_PLAN_CAP >> 60), B, mo.T, m.dp, m.tp);
+        json_decref(ranks); free(per);
+        return q->budget ? 3 : 2;
+    }
     printf("# memory plan: model %s, mesh %dx%d (dp x tp), world %d, batch %d per DP rank (global %d), seq %d, %s%s%s%s\n",
            q->cfg->name, m.dp, m.tp, W, B, G, mo.T, q->dtype,
            mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", mo.checkpoint ? ", checkpointing" : "",
@@ -115,21 +165,18 @@ int plan_report(const plan_req *q) {
     printf("%-8s", "#");
     for (int c = 0; c <= MEM_NCAT; c++) printf(" %12s", "MiB");
     printf("\n");
-    json_t *ranks = json_array();
-    mem_stats worst = {0}; int wr = 0;
     if (B > 0) {
         for (int r = 0; r < W; r++) {
-            mem_stats s;
-            if (plan_rank(q->cfg, W, q->tp, r, &mo, q->budget, &s, err, sizeof err)) { say("%s", err); json_decref(ranks); return 2; }
+            const mem_stats *s = &per[r];
             char lab[16]; snprintf(lab, sizeof lab, "%d", r);
-            print_plan_row(lab, &s);
-            json_array_append_new(ranks, json_pack("{s:i, s:I, s:o}", "rank", r, "peak", (json_int_t)s.total_peak,
-                                                   "by_category", record_categories(s.peak)));
-            if (r == 0 || s.total_peak > worst.total_peak) { worst = s; wr = r; }
+            print_plan_row(lab, s);
+            json_array_append_new(ranks, json_pack("{s:i, s:I, s:o}", "rank", r, "peak", (json_int_t)s->total_peak,
+                                                   "by_category", record_categories(s->peak)));
         }
         char lab[16]; snprintf(lab, sizeof lab, "max(%d)", wr);
         print_plan_row(lab, &worst);
     }
+    free(per);
     int fitsb = B > 0 && (!q->budget || worst.total_peak <= q->budget);
     if (q->budget) {
         char b[32]; mem_format(b, sizeof b, q->budget);

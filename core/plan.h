@@ -15,7 +15,14 @@ int plan_rank(const model_config *cfg, int world, int tp, int rank, const model_
 /* Max over all ranks of the planned total peak; *worst gets the most loaded rank. */
 int plan_world(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
                mem_stats *worst_stats, int *worst, char *err, size_t errlen);
-/* Largest B (sequences per DP rank) whose planned peak fits the budget on every rank; 0 if none. */
+/* The same with every rank's statistics in per_rank[world] (when not NULL). Ranks allocate alike, so
+ * four corner ranks are replayed and stand for all unless they differ (then every rank is). */
+int plan_world_ranks(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
+                     mem_stats *per_rank, mem_stats *worst_stats, int *worst, char *err, size_t errlen);
+/* the engine's limits on --batch-size and on B*T tokens per rank (core/run.c checks them too) */
+#define PLAN_MAX_BATCH (1 << 24)
+#define PLAN_MAX_TOKENS ((int64_t)1 << 26)
+/* Largest B (sequences per DP rank) within those limits whose planned peak fits the budget on every rank; 0 if none. */
 int plan_max_batch(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
                    char *err, size_t errlen);
 

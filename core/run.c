@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/agree.h"
 #include "core/checkpoint.h"
+#include "core/cleanup.h"
 #include "core/cli.h"
 #include "core/comm.h"
 #include "core/config.h"
@@ -83,6 +86,7 @@ typedef struct run {
     model_t M;
     optim_cfg oc;
     int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
+    char save_error[4096];       /* why --save failed (the record's error) */
 } run_t;
 
 /* distinct host names over the world (collective) */
@@ -156,7 +160,7 @@ static json_t *plan_json(const mem_stats *s) {
 /* the run record; on rank 0 only. mem: max over ranks (per category and total) */
 /* returns -1 when the record could not be written (rank 0) */
 static int write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
-                        const uint64_t *at_peak) {
+                        const uint64_t *at_peak, int quiet) {
     if (!g_rank0 || !R->o.out) return 0;
     json_t *j = json_object();
     json_object_set_new(j, "schema", json_string("meshsweep.run/1"));
@@ -186,7 +190,10 @@ static int write_record(run_t *R, const char *status, const char *error, const u
     json_object_set_new(sum, "tok_s_per_rank", json_real(tok_s_rank));
     json_object_set_new(sum, "flops_per_token", json_real(R->flops_per_token));
     json_object_set_new(sum, "peak_tflops", json_real(R->peak_flops / 1e12));
-    json_object_set_new(sum, "mfu", json_real(metrics_mfu(R->flops_per_token, tok_s_rank, R->peak_flops)));
+    double mfu = metrics_mfu(R->flops_per_token, tok_s_rank, R->peak_flops);
+    json_object_set_new(sum, "mfu", json_real(mfu));
+    /* against the compute the ranks had: peak x min(1, cores/ranks) on each host (core/record.h) */
+    json_object_set_new(sum, "mfu_share", json_real(g_mpi ? record_mfu_share(mfu, R->mesh.world) : mfu));
     json_object_set_new(sum, "final_loss", last_loss);
     json_object_set_new(sum, "final_eval_loss", last_eval);
     json_object_set_new(j, "summary", sum);
@@ -221,9 +228,10 @@ static int write_record(run_t *R, const char *status, const char *error, const u
                                             "ranks", R->mesh.world, "backend", R->o.backend, "dtype", R->o.dtype,
                                             "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
                                             "git", MESHSWEEP_GIT, "date", date));
+    if (g_mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
     char err[512];
     int rc = record_write_atomic(R->o.out, j, err, sizeof err);
-    if (rc) say("%s", err);
+    if (rc && !quiet) say("%s", err);
     json_decref(j);
     return rc;
 }
@@ -290,6 +298,7 @@ static int check_cfg(run_t *R) {
     if (o->steps < 0) BAD("--steps must be >= 0 (got %d)", o->steps);
     if (o->warmup < 0) BAD("--warmup must be >= 0");
     if (o->eval_every < 0 || o->eval_batches < 1) BAD("--eval-every must be >= 0 and --eval-batches >= 1");
+    if (o->eval_every > 0 && !o->eval_data && !o->plan) BAD("--eval-every %d needs --eval-data (validation tokens to evaluate on)", o->eval_every);
     if (!(o->lr >= 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0)) BAD("--lr, --weight-decay and --grad-clip must be >= 0");
     if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1)) BAD("--beta1 and --beta2 must be in [0, 1)");
     if (!(o->adam_eps > 0)) BAD("--adam-eps must be > 0");
@@ -321,6 +330,37 @@ static int check_cfg(run_t *R) {
     return 0;
 }
 
+/* An output that is also an input (or the other output) would destroy what the run reads: refused.
+ * Same path as given, or the same file (device and inode: a link, another spelling). -1 with a message. */
+static int same_file(const char *a, const char *b) {
+    if (!a || !b) return 0;
+    if (!strcmp(a, b)) return 1;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int is_preset(const char *model) {
+    for (int i = 0; config_presets[i]; i++) if (!strcmp(config_presets[i], model)) return 1;
+    return 0;
+}
+
+static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
+    const char *outs[2][2] = {{"--out", o->out}, {"--save", o->save}};
+    const char *ins[4][2] = {{"--data", strcmp(o->data, "synthetic") ? o->data : NULL}, {"--eval-data", o->eval_data},
+                             {"--init", o->init}, {"--model", is_preset(o->model) ? NULL : o->model}};
+    for (int i = 0; i < 2; i++) {
+        if (!outs[i][1]) continue;
+        if (record_check_writable(outs[i][1], err, errlen)) return -1;
+        for (int k = 0; k < 4; k++)
+            if (same_file(outs[i][1], ins[k][1])) {
+                snprintf(err, errlen, "%s %s is also %s: an output may not overwrite an input", outs[i][0], outs[i][1], ins[k][0]);
+                return -1;
+            }
+    }
+    if (same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
+    return 0;
+}
+
 static run_t *run_new(const run_cfg *c) {
     run_t *R = calloc(1, sizeof *R);
     if (!R) { say("out of host memory"); return NULL; }
@@ -340,7 +380,8 @@ int run_plan(const run_cfg *c) {
     if (o->world_set && o->world < 1) { say("--world must be >= 1 (got %d)", o->world); free(R); return 2; }
     if (!o->world) o->world = 1;
     if (o->world > 65536) { say("--world %d is more ranks than --plan supports (65536)", o->world); free(R); return 2; }
-    if (o->out && record_check_writable(o->out, err, sizeof err)) { say("%s", err); free(R); return 2; }
+    if (o->save) { say("--save is not used with --plan (nothing is trained)"); free(R); return 2; }
+    if (check_outputs(o, err, sizeof err)) { say("%s", err); free(R); return 2; }
     if (R->gb.gpu) {
         char u[32], ov[32], rs[32], b[32];
         mem_format(u, sizeof u, R->gb.gpu->usable_bytes); mem_format(ov, sizeof ov, R->gb.gpu->overhead_bytes);
@@ -362,8 +403,7 @@ static int pick_backend(run_t *R) {
     char err[4096];
     if (!strcmp(o->dtype, "bf16") && strcmp(o->backend, "cuda")) BAD("--dtype bf16 needs --backend cuda (the CPU engine is fp32; --plan accepts bf16)");
     if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
-    if (o->out && record_check_writable(o->out, err, sizeof err)) BAD("%s", err);
-    if (o->save && record_check_writable(o->save, err, sizeof err)) BAD("%s", err);
+    (void)err;
     R->ops = &ops_cpu;
     if (!strcmp(o->backend, "cuda")) {
 #ifdef MESHSWEEP_CUDA
@@ -389,7 +429,14 @@ static void start_mpi(run_t *R) {
     MPI_Comm_size(MPI_COMM_WORLD, &R->world);
     g_rank0 = R->rank == 0;
     cli_set_rank0(g_rank0);
+    /* from here a failure on one rank follows one rule (core/agree.h): recorded, agreed, printed once
+     * by rank 0 naming the rank and host, the same exit code everywhere */
+    if (agree_init("train")) agree_fail(1, "out of host memory");
     if (mesh_init(&R->mesh, R->world, R->rank, o->tp, err, sizeof err)) { say("%s", err); fail(2); }
+    /* outputs before anything else: rank 0 writes --out and --save, so its view is the one checked */
+    if (g_rank0 && check_outputs(o, err, sizeof err)) agree_fail(2, "%s", err);
+    int code = agree_check();
+    if (code) fail(code);
     R->use_nccl = 0;
 #ifdef MESHSWEEP_CUDA
     if (R->ops != &ops_cpu) {
@@ -397,11 +444,17 @@ static void start_mpi(run_t *R) {
          * per rank, so when ranks share a GPU the collectives fall back to host-staged MPI */
         int lr, ls;
         comm_local_rank(&lr, &ls);
-        if (cuda_select_device(lr, err, sizeof err)) { say("%s", err); fail(1); }
+        if (cuda_select_device(lr, err, sizeof err)) agree_fail(1, "%s", err);
+        if ((code = agree_check())) fail(code);
         int ndev = cuda_device_count();
         R->use_nccl = !strcmp(o->comm, "nccl") || (!o->comm_set && R->world > 1);
-        if (R->use_nccl && ls > ndev) {
-            say("%d ranks share %d GPU(s) on this host: NCCL needs one GPU per rank, using host-staged MPI collectives", ls, ndev);
+        /* one implementation on every rank: NCCL only if every host has a GPU per rank */
+        int shared = ls > ndev, any_shared = 0;
+        MPI_Allreduce(&shared, &any_shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (R->use_nccl && any_shared) {
+            if (shared) snprintf(err, sizeof err, "%d ranks share %d GPU(s) on %s", ls, ndev, agree_host());
+            else snprintf(err, sizeof err, "ranks share a GPU on another host");
+            if (g_rank0) fprintf(stderr, "train: %s: NCCL needs one GPU per rank, using host-staged MPI collectives on every rank\n", err);
             R->use_nccl = 0;
         }
     }
@@ -415,6 +468,14 @@ static void start_mpi(run_t *R) {
     }
     R->G = R->mesh.dp * R->B;
     R->hosts = gather_hosts(R->world);
+    if (g_rank0 && agree_tp_spans_hosts(o->tp)) {
+        int a = 0, b = 0;
+        for (int r = 0; r < R->world && !b; r++)
+            if (r % o->tp && strcmp(agree_host_of(r), agree_host_of(r - r % o->tp))) { a = r - r % o->tp; b = r; }
+        fprintf(stderr, "train: warning: a TP group of %d ranks spans hosts (rank %d on %s, rank %d on %s): its collectives "
+                "run every layer over the network; map consecutive ranks to one host with --map-by slot or --npernode N "
+                "(N a multiple of --tp)\n", o->tp, a, agree_host_of(a), b, agree_host_of(b));
+    }
     cpu_blas_init();
 }
 
@@ -422,17 +483,47 @@ static void start_mpi(run_t *R) {
 static void open_inputs(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
-    if (data_open(&R->train, o->data, R->cfg.vocab_size, R->T, (uint64_t)o->seed, err, sizeof err)) { say("%s", err); fail(2); }
+    int code;
+    int ok_train = data_open(&R->train, o->data, R->cfg.vocab_size, R->T, (uint64_t)o->seed, err, sizeof err) == 0;
+    if (!ok_train) agree_fail(2, "%s", err);
     R->have_eval = o->eval_data != NULL;
-    if (R->have_eval && data_open(&R->val, o->eval_data, R->cfg.vocab_size, R->T, (uint64_t)o->seed + 1, err, sizeof err)) { say("%s", err); fail(2); }
-    if (o->init && st_open(&R->stf, o->init, err, sizeof err)) { say("%s", err); fail(2); }
+    int ok_val = !R->have_eval || data_open(&R->val, o->eval_data, R->cfg.vocab_size, R->T, (uint64_t)o->seed + 1, err, sizeof err) == 0;
+    if (!ok_val) agree_fail(2, "%s", err);
+    int ok_init = !o->init || st_open(&R->stf, o->init, err, sizeof err) == 0;
+    if (!ok_init) agree_fail(2, "%s", err);
+    if ((code = agree_check())) {
+        if (ok_train) data_close(&R->train);
+        if (R->have_eval && ok_val) data_close(&R->val);
+        if (o->init && ok_init) st_close(&R->stf);
+        fail(code);
+    }
+    /* the same bytes on every host: size and sampled hash of each input file compared across ranks */
+    agree_input in[4]; int n = 0;
+    if (strcmp(o->data, "synthetic")) in[n++] = (agree_input){"--data", o->data};
+    if (o->eval_data && strcmp(o->eval_data, "synthetic")) in[n++] = (agree_input){"--eval-data", o->eval_data};
+    if (o->init) in[n++] = (agree_input){"--init", o->init};
+    if (!is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
+    if ((code = agree_inputs(in, n))) fail(code);
+    /* evaluation batches beyond the validation data would only repeat it */
+    if (R->have_eval) {
+        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G > 0 ? nseq / R->G : 1;
+        if (o->eval_batches > nb) {
+            say("--eval-batches %d: %s holds %lld sequences of %d tokens, %lld batches of %d (at most %lld; more would repeat them)",
+                o->eval_batches, o->eval_data, (long long)nseq, R->T, (long long)nb, R->G, (long long)nb);
+            fail(2);
+        }
+    }
 }
 
 /* plan first: an allocation past the budget is found before anything is allocated, on every rank at
  * once, so no rank is left waiting in a collective */
 static void budget_gate(run_t *R) {
     char err[4096];
-    if (plan_rank(&R->cfg, R->world, R->o.tp, R->rank, &R->mo, R->budget, &R->planned, err, sizeof err)) { say("%s", err); fail(2); }
+    if (plan_rank(&R->cfg, R->world, R->o.tp, R->rank, &R->mo, R->budget, &R->planned, err, sizeof err)) agree_fail(2, "%s", err);
+    else if (R->planned.overflow) agree_fail(R->budget ? 3 : 2, "this configuration needs more than %llu EiB per rank: beyond what can be run",
+                                             (unsigned long long)(MEM_PLAN_CAP >> 60));
+    int code = agree_check();
+    if (code) fail(code);
     R->have_plan = 1;
     int over = R->planned.over_budget, any = 0;
     MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -445,7 +536,7 @@ static void budget_gate(run_t *R) {
                  mem_cat_names[R->planned.oom_cat], a, (unsigned long long)R->planned.oom_bytes, u, b, (unsigned long long)R->budget);
         say("%s", msg);
         uint64_t peaks[MEM_NCAT] = {0};
-        write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL);
+        write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
     }
     fail(3);
 }
@@ -458,7 +549,9 @@ static void setup_comm(run_t *R) {
     char err[4096];
     comm_mpi_groups(&R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->wg);
-    if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) { say("%s", err); fail(1); }
+    if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
+    int code = agree_check();
+    if (code) fail(code);
     R->comm_name = R->use_nccl ? "nccl" : (R->ops != &ops_cpu && R->world > 1 ? "mpi-staged" : "mpi");
 #ifdef MESHSWEEP_CUDA
     if (R->ops == &ops_cpu) return;
@@ -484,15 +577,17 @@ static void setup_comm(run_t *R) {
 static void build_engine(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
+    int code;
     mem_init(R->ops, 0, R->budget);
     model_t *M = &R->M;
-    if (model_init(M, &R->cfg, &R->mesh, &R->tpg, &R->dpg, R->ops, &R->mo, err, sizeof err)) { say("%s", err); fail(2); }
+    if (model_init(M, &R->cfg, &R->mesh, &R->tpg, &R->dpg, R->ops, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
+    if ((code = agree_check())) fail(code);
     if (o->init) {
-        if (checkpoint_check_shapes(M, &R->stf, err, sizeof err)) { say("%s", err); fail(2); }
-        int lr = checkpoint_load(M, &R->stf, err, sizeof err);
-        if (lr == -1) fprintf(stderr, "train: %s\n", err);
-        if (lr == -2) say("reading %s failed on another rank", o->init);
-        if (lr) fail(2);
+        if (checkpoint_check_shapes(M, &R->stf, err, sizeof err)) agree_fail(2, "%s", err);
+        if ((code = agree_check())) fail(code);
+        int lr = checkpoint_load(M, &R->stf, err, sizeof err); /* agreed inside: -2 another rank failed */
+        if (lr == -1) agree_fail(2, "%s", err);
+        if ((code = agree_check()) || lr) fail(code ? code : 2);
         st_close(&R->stf);
     } else {
         model_init_params(M, (uint64_t)o->seed);
@@ -509,7 +604,8 @@ static void build_engine(run_t *R) {
     R->in = malloc((size_t)R->B * R->T * sizeof(int32_t)); R->tg = malloc((size_t)R->B * R->T * sizeof(int32_t));
     R->step_ms = calloc((size_t)o->steps + 1, sizeof(double));
     R->steps = json_array(); R->evals = json_array();
-    if (!R->in || !R->tg || !R->step_ms) { say("out of host memory"); fail(1); }
+    if (!R->in || !R->tg || !R->step_ms) agree_fail(1, "out of host memory");
+    if ((code = agree_check())) fail(code);
 }
 
 /* one entry of the record's steps[] */
@@ -605,10 +701,19 @@ static int end_run(run_t *R, int code, run_result *res) {
 #endif
     max_mem_over_ranks(peaks, &total);
     at_peak_of_max_rank(at);
-    if (write_record(R, status, code ? "non-finite loss or gradient norm" : NULL, peaks, total, at) && code == 0) code = 1;
+    const char *error = code ? "non-finite loss or gradient norm" : NULL;
+    /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
+     * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/cleanup.h) */
     if (code == 0 && R->o.save) {
-        if (checkpoint_save(&R->M, &R->tpg, R->o.save, err, sizeof err)) { say("%s", err); code = 1; }
+        int sc = checkpoint_save(&R->M, &R->tpg, R->o.save, err, sizeof err);
+        if (sc) {
+            snprintf(R->save_error, sizeof R->save_error, "%s", err);
+            error = R->save_error;
+            status = sc > 128 ? "interrupted" : "failed";
+            code = sc > 128 ? sc : 1;
+        }
     }
+    if (write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
     if (res) {
         int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
         res->status = status;

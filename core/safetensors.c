@@ -4,6 +4,7 @@
  * The writer streams fp32 data into "<path>.tmp.<pid>" and renames it into place on success.
  * Not: F16/integer dtypes, big-endian hosts, tensors of more than 4 dimensions. */
 #include "core/safetensors.h"
+#include "core/cleanup.h"
 #include "core/errmsg.h"
 
 #include <errno.h>
@@ -388,7 +389,7 @@ struct st_writer {
 static void writer_discard(st_writer *w) {
     if (w->fp) fclose(w->fp);
     w->fp = NULL;
-    if (w->tmp[0]) unlink(w->tmp);
+    if (w->tmp[0]) { unlink(w->tmp); cleanup_forget(w->tmp); }
     w->tmp[0] = 0;
     w->failed = 1;
 }
@@ -475,6 +476,7 @@ st_writer *st_writer_begin(const char *path, int n, const char *const *names, co
         w->tmp[0] = 0;
         goto fail;
     }
+    cleanup_add(w->tmp); /* removed on SIGINT/SIGTERM during the write (core/cleanup.h) */
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int ok = fwrite(lenb, 1, 8, w->fp) == 8 && fwrite(js, 1, jl, w->fp) == jl;
@@ -540,6 +542,7 @@ int st_writer_finish(st_writer *w, char *err, size_t errlen) {
         errmsg_set(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
         goto out;
     }
+    cleanup_forget(w->tmp);
     w->tmp[0] = 0;
     rc = 0;
 out:

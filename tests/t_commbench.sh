@@ -76,4 +76,13 @@ timeout 120 "${MPIRUN[@]}" -np 4 "$CB" --tp 3 >/dev/null 2>"$T/tp.txt"; rc=$?
 n=$(grep -c '^commbench:' "$T/tp.txt")
 [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && grep -q 'does not divide' "$T/tp.txt" && ok commbench_bad_tp_mpirun \
   || fail commbench_bad_tp_mpirun "exit $rc, $n commbench lines: $(head -c 200 "$T/tp.txt")"
+# a run that measures nothing fails instead of printing "0 OK"
+expect_exit commbench_nothing_1rank 2 "^commbench: nothing to measure: 1 rank" -- "$CB" --max-bytes 4K --memcpy-bytes 4K
+timeout 120 "${MPIRUN[@]}" -np 4 "$CB" --tp 4 --min-bytes 4 --max-bytes 8 >"$T/n.txt" 2>"$T/nerr.txt"; rc=$?
+[ "$rc" -eq 2 ] && [ "$(grep -c '^commbench:' "$T/nerr.txt")" -eq 1 ] && grep -q 'nothing to measure' "$T/nerr.txt" \
+  && ! grep -q 'OK' "$T/n.txt" && ok commbench_nothing_tiny_sizes || fail commbench_nothing_tiny_sizes "exit $rc: $(head -c 200 "$T/nerr.txt")"
+# every host of the job is listed with its ranks
+grep -qE '^# hosts: [^ ]+ \(ranks 0-3\)$' "$T/out.txt" && ok commbench_hosts_line || fail commbench_hosts_line "$(grep '^# hosts' "$T/out.txt")"
+/usr/bin/python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["env"]; sys.exit(0 if list(e["ranks_by_host"].values())==[[0,1,2,3]] else 1)' "$T/cb.json" \
+  && ok commbench_json_ranks_by_host || fail commbench_json_ranks_by_host "env.ranks_by_host missing or wrong"
 "$CB" --help >"$T/help.txt" 2>&1 && grep -q -- '--rs-algo' "$T/help.txt" && ok commbench_help || fail commbench_help "--help failed or lacks options"

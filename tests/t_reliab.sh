@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# tests/t_reliab.sh — train's faults on outputs and limits: --save on a full disk (1 and 2 ranks: exit 1,
+# one line, no hang, no temp file, a record saying failed), SIGINT/SIGTERM during --save (temp file
+# removed, a record saying interrupted, exit 128+signal), outputs checked before training (a folder,
+# a missing folder, an output that is also an input or another output), --plan bounded and
+# overflow-safe and silent on stdout when it refuses, --eval-every without --eval-data, an
+# --eval-batches larger than the eval data. A full disk is a small tmpfs mounted in a private mount
+# namespace (unshare -m); without it those checks print skip.
+source "$(dirname "$0")/lib.sh"
+TRAIN="$BUILD/train"
+DATA="$BUILD/data/kjv/train.bin"
+VAL="$BUILD/data/kjv/val.bin"
+[ -x "$TRAIN" ] || { fail reliab_built "$TRAIN missing"; exit 1; }
+[ -f "$DATA" ] || { fail reliab_data "$DATA missing (make data)"; exit 1; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+RUN=(--model tiny --seq-len 32 --batch-size 2 --steps 1 --log-every 100 --data "$DATA")
+
+# errors_only FILE: stderr lines that are not step progress
+errors_only() { grep -v -E '^train: step [0-9]+' "$1" | grep -v -E '^\s*$' | grep -v -E '^(-{5,}|Primary job|a non-zero exit|Per user-direction|mpirun detected|the job to be|  Process name|  Exit code|job\.|process returned)'; }
+# one_error NAME CODE PATTERN RC ERRFILE: exit code and exactly one train line matching PATTERN
+one_error() {
+  local n=$1 code=$2 pat=$3 rc=$4 f=$5 lines
+  lines=$(errors_only "$f" | grep -c '^train:')
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then fail "$n" "hung (killed by the timeout)"; return 1
+  elif [ "$rc" -ne "$code" ]; then fail "$n" "exit $rc, want $code: $(head -c 300 "$f")"; return 1
+  elif [ "$lines" -ne 1 ]; then fail "$n" "want one train line, got $lines: $(errors_only "$f" | head -c 300)"; return 1
+  elif ! errors_only "$f" | grep -qE -- "$pat"; then fail "$n" "no line matches '$pat': $(errors_only "$f" | head -c 300)"; return 1
+  fi
+  return 0
+}
+# record_says FILE STATUS PATTERN: the record exists with that status and an error matching PATTERN
+record_says() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, re, sys
+try: r = json.load(open(sys.argv[1]))
+except Exception as e: print("no record: %s" % e); sys.exit(1)
+if r.get("status") != sys.argv[2] or not re.search(sys.argv[3], r.get("error") or ""):
+    print("status %r error %r" % (r.get("status"), r.get("error"))); sys.exit(1)
+PY
+}
+
+# ---------------------------------------------------------------- --save on a full disk
+if unshare -m true 2>/dev/null && mkdir -p "$T/full"; then
+  for np in 1 2; do
+    n=reliab_save_full_disk_${np}rank
+    launch=("$TRAIN"); [ $np -gt 1 ] && launch=("${MPIRUN[@]}" -np $np "$TRAIN")
+    # inside the private mount namespace: a 64 KiB tmpfs at $T/full; the listing of what stayed is
+    # taken there (the mount and its files go with the namespace)
+    timeout 120 unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs "$1" || exit 99; shift; "$@"; rc=$?; ls -a "'"$T/full"'" > "'"$T/left.$np"'"; exit $rc' \
+      sh "$T/full" "${launch[@]}" "${RUN[@]}" --tp 1 --out "$T/full$np.json" --save "$T/full/model.st" >/dev/null 2>"$T/full$np.err"
+    rc=$?
+    if [ $rc -eq 99 ]; then skip "$n" "tmpfs mount refused"; continue; fi
+    if one_error "$n" 1 "^train: .*save.*(No space left|cannot)" $rc "$T/full$np.err"; then
+      why=$(record_says "$T/full$np.json" failed 'save') || { fail "$n" "record: $why"; continue; }
+      left=$(grep -v -E '^\.\.?$' "$T/left.$np" | tr '\n' ' ')
+      [ -z "$left" ] && ok "$n" || fail "$n" "left in the save folder: $left"
+    fi
+  done
+else
+  skip reliab_save_full_disk "no private mount namespace (unshare -m) here"
+fi
+
+# ---------------------------------------------------------------- SIGINT / SIGTERM during --save
+# The save's temp file "<save>.tmp.<pid>" is made a FIFO before train starts (its pid is known in the
+# child before exec), so the save blocks on it until this reader takes data: the signal then arrives
+# while the save is certainly in progress. The reader keeps draining so the writer is never stuck.
+for sig in INT TERM; do
+  n=reliab_save_sig$sig
+  /usr/bin/python3 - "$sig" "$T" "$TRAIN" "${RUN[@]}" <<'PY'
+import os, select, signal, subprocess, sys, time, json
+sig, T, train, run = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+save, out = f"{T}/sig{sig}.st", f"{T}/sig{sig}.json"
+name = f"reliab_save_sig{sig}"
+def fifo(): os.mkfifo(f"{save}.tmp.{os.getpid()}")
+err = open(f"{T}/sig{sig}.err", "w")
+p = subprocess.Popen([train] + run + ["--out", out, "--save", save], preexec_fn=fifo, stdout=subprocess.DEVNULL, stderr=err)
+path = f"{save}.tmp.{p.pid}"
+fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+got, t0, sent = 0, time.time(), False
+while time.time() - t0 < 100:
+    if p.poll() is not None: break
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if r:
+        try: b = os.read(fd, 65536)
+        except BlockingIOError: b = b""
+        got += len(b)
+        if got and not sent:
+            p.send_signal(getattr(signal, "SIG" + sig)); sent = True
+        if not b and sent: time.sleep(0.01)
+try: rc = p.wait(timeout=60)
+except subprocess.TimeoutExpired: p.kill(); rc = "hung"
+os.close(fd)
+left = [f for f in os.listdir(T) if ".tmp." in f]
+want = 128 + getattr(signal, "SIG" + sig)
+try: r = json.load(open(out))
+except Exception as e: r = {"status": "no record: %s" % e}
+lines = [l for l in open(f"{T}/sig{sig}.err") if l.startswith("train:") and not l.startswith("train: step ")]
+if not sent: print(f"FAIL {name}: the save never wrote to its temp file (exit {rc})")
+elif rc != want: print(f"FAIL {name}: exit {rc}, want {want}: {''.join(lines)[:200]}")
+elif left: print(f"FAIL {name}: left behind: {left}")
+elif os.path.exists(save): print(f"FAIL {name}: {save} exists after an interrupted save")
+elif r.get("status") != "interrupted" or "SIG" + sig not in (r.get("error") or ""):
+    print(f"FAIL {name}: record status {r.get('status')!r} error {r.get('error')!r}")
+elif len(lines) != 1 or "interrupted" not in lines[0]: print(f"FAIL {name}: stderr {lines!r}")
+else: print(f"ok   {name}")
+PY
+done
+
+# ---------------------------------------------------------------- outputs checked before training
+chk() { # NAME CODE PATTERN ARGS...: train exits CODE with one line matching PATTERN and no step ran
+  local n=$1 code=$2 pat=$3; shift 3
+  timeout 120 "$TRAIN" "$@" >/dev/null 2>"$T/$n.err"; local rc=$?
+  one_error "$n" "$code" "$pat" $rc "$T/$n.err" || return
+  grep -q '^train: step ' "$T/$n.err" && { fail "$n" "training ran before the check"; return; }
+  ok "$n"
+}
+chk reliab_out_missing_folder 2 "^train: .*$T/nodir/" "${RUN[@]}" --out "$T/nodir/"
+chk reliab_out_is_folder 2 "^train: .*$T/.*folder" "${RUN[@]}" --out "$T/"
+chk reliab_save_missing_folder 2 "^train: .*$T/nodir/" "${RUN[@]}" --save "$T/nodir/"
+cp "$DATA" "$T/d.bin"; cp "$VAL" "$T/v.bin"; sum=$(md5sum < "$T/d.bin")
+chk reliab_out_is_data 2 "^train: .*--out .* is also --data" "${RUN[@]}" --data "$T/d.bin" --out "$T/d.bin"
+[ "$(md5sum < "$T/d.bin")" = "$sum" ] && ok reliab_out_is_data_untouched || fail reliab_out_is_data_untouched "the data file changed"
+chk reliab_out_is_eval_data 2 "^train: .*--out .* is also --eval-data" "${RUN[@]}" --eval-data "$T/v.bin" --out "$T/v.bin"
+ln -s "$T/d.bin" "$T/alias.bin"
+cp "$DATA" "$T/d.bin"
+chk reliab_save_is_data_by_link 2 "^train: .*--save .* is also --data" "${RUN[@]}" --data "$T/d.bin" --save "$T/alias.bin"
+chk reliab_out_is_save 2 "^train: .*--out .* is also --save" "${RUN[@]}" --out "$T/same.x" --save "$T/same.x"
+"$TRAIN" "${RUN[@]}" --save "$T/init.st" 2>/dev/null || fail reliab_init_file "could not save a checkpoint"
+chk reliab_save_is_init 2 "^train: .*--save .* is also --init" "${RUN[@]}" --init "$T/init.st" --save "$T/init.st"
+echo '{"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64}' > "$T/m.json"
+chk reliab_out_is_model 2 "^train: .*--out .* is also --model" --model "$T/m.json" --seq-len 32 --batch-size 2 --steps 1 --data "$DATA" --out "$T/m.json"
+
+# ---------------------------------------------------------------- evaluation options
+chk reliab_eval_every_without_data 2 "^train: --eval-every .*--eval-data" "${RUN[@]}" --eval-every 1
+chk reliab_eval_batches_bounded 2 "^train: --eval-batches 2147483647" "${RUN[@]}" --eval-data "$VAL" --eval-batches 2147483647
+
+# ---------------------------------------------------------------- --plan
+# a refused plan prints nothing on stdout (the table's header is not printed before the error)
+timeout 120 "$TRAIN" --plan --world 6 --tp 3 --model tiny --seq-len 32 --batch-size 2 >"$T/p.out" 2>"$T/p.err"; rc=$?
+one_error reliab_plan_error_before_table 2 "^train: " $rc "$T/p.err" && { [ -s "$T/p.out" ] && fail reliab_plan_error_before_table "stdout: $(head -c 200 "$T/p.out")" || ok reliab_plan_error_before_table; }
+# bytes beyond 64 bits: 8192 layers, d 2^20, the most tokens per rank: the plan must not say it fits
+echo '{"model_type": "llama", "vocab_size": 256, "hidden_size": 1048576, "intermediate_size": 4194304, "num_hidden_layers": 8192, "num_attention_heads": 8192, "num_key_value_heads": 8192, "max_position_embeddings": 16777216}' > "$T/huge.json"
+timeout 120 "$TRAIN" --plan --model "$T/huge.json" --seq-len 4096 --batch-size 16384 --mem-budget 80GB --out "$T/huge.plan.json" >"$T/h.out" 2>"$T/h.err"; rc=$?
+if [ $rc -eq 124 ]; then fail reliab_plan_overflow "hung"
+elif [ $rc -eq 0 ] || grep -qi 'fits' "$T/h.out"; then fail reliab_plan_overflow "exit $rc: $(tail -2 "$T/h.out")"
+elif [ $rc -ne 3 ] && [ $rc -ne 2 ]; then fail reliab_plan_overflow "exit $rc: $(head -c 200 "$T/h.err")"
+else ok reliab_plan_overflow; fi
+# many layers on many ranks: the plan still answers (every rank of a mesh allocates alike, so it is
+# not recomputed per rank: 2 ranks planned, not 1024); the limit guards against a hang (planning
+# every rank takes many minutes), it is not a speed target
+echo '{"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 16384, "num_attention_heads": 8, "max_position_embeddings": 256}' > "$T/deep.json"
+timeout 120 "$TRAIN" --plan --world 512 --tp 8 --model "$T/deep.json" --seq-len 32 --batch-size 1 >"$T/deep.out" 2>"$T/deep.err"; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '^[0-9]' "$T/deep.out")" -eq 512 ] && ok reliab_plan_deep_wide \
+  || fail reliab_plan_deep_wide "exit $rc, $(grep -c '^[0-9]' "$T/deep.out") rank rows: $(head -c 200 "$T/deep.err")"
