@@ -66,6 +66,13 @@ int cuda_attention_tensor_cores(int hd);
 long cuda_attention_tc_launches(void);
 void cuda_mma_selftest(float *d, const uint16_t *a, const uint16_t *b, const float *c, int transposed);
 
+/* ---- timing for bench/gpu_bench.c (kernels/cuda/timing.cu) ----
+ * Milliseconds per call of fn(arg), which launches work on the default stream: warmup calls, then
+ * the median of 3 trials of reps calls between CUDA events (host clock in the emulator build).
+ * And cublasGemmEx alone (bf16, fp32 compute) at the forward matmul's shape out[N,Cout] = in·wᵀ. */
+double cuda_time_ms(void (*fn)(void *), void *arg, int warmup, int reps);
+double cuda_cublas_gemm_bf16_ms(int N, int Cin, int Cout, int warmup, int reps);
+
 #ifdef __cplusplus
 }
 #endif
