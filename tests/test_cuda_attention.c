@@ -78,13 +78,18 @@ static void *dev(const void *h, size_t bytes) {
     if (h) D->from_host(d, h, bytes);
     return d;
 }
-static float *devb(const float *h, size_t n) { /* bf16 device copy, typed float* as ops_t passes it */
-    uint16_t *b = xmalloc(n * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) b[i] = h ? f2b(h[i]) : 0x7fc0u; /* NULL: NaN, to see unwritten outputs */
-    float *d = dev(b, n * sizeof(uint16_t));
+/* bf16 device copy, typed float* as ops_t passes it; with g_off = 1 it starts one element past an
+ * allocation (not 16-byte aligned: the kernels' 2-byte load path) */
+static int g_off;
+static float *devb(const float *h, size_t n) {
+    uint16_t *b = xmalloc((n + 1) * sizeof(uint16_t));
+    b[0] = b[n] = 0x7fc0u;
+    for (size_t i = 0; i < n; i++) b[i + g_off] = h ? f2b(h[i]) : 0x7fc0u; /* NULL: NaN, to see unwritten outputs */
+    char *d = dev(b, (n + 1) * sizeof(uint16_t));
     free(b);
-    return d;
+    return (float *)(d + g_off * sizeof(uint16_t));
 }
+static void freeb(float *d) { D->dev_free((char *)d - g_off * sizeof(uint16_t)); }
 static double err_metric(const float *got, const float *want, size_t n) {
     double ss = 0.0, worst = 0.0;
     for (size_t i = 0; i < n; i++) ss += (double)want[i] * want[i];
@@ -145,9 +150,10 @@ static void test_mma(void) {
 }
 
 /* ---- attention --------------------------------------------------------------------------------- */
-static void test_case(int B, int T, int H, int KV, int hd) {
+static void test_case(int B, int T, int H, int KV, int hd, int off) {
     char cfg[80], nm[192];
-    snprintf(cfg, sizeof cfg, "B%d_T%d_H%d_KV%d_hd%d", B, T, H, KV, hd);
+    g_off = off;
+    snprintf(cfg, sizeof cfg, "B%d_T%d_H%d_KV%d_hd%d%s", B, T, H, KV, hd, off ? "_unaligned" : "");
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     float *q = rnd(nq, 1.5f), *k = rnd(nk, 1.5f), *v = rnd(nk, 1.0f), *dout = rnd(nq, 1.0f);
     float *dq0 = rnd(nq, 1.0f), *dk0 = rnd(nk, 1.0f), *dv0 = rnd(nk, 1.0f);
@@ -166,7 +172,7 @@ static void test_case(int B, int T, int H, int KV, int hd) {
     cmp(nm, hl, lse, nl, TOL_LSE);
     /* backward from the reference out rounded to bf16 (what the bf16 engine keeps) and lse */
     for (size_t i = 0; i < nq; i++) out[i] = b2f(f2b(out[i]));
-    D->dev_free(d_out);
+    freeb(d_out);
     d_out = devb(out, nq);
     D->from_host(d_lse, lse, nl * sizeof(float));
     for (int mode = 0; mode < 4; mode++) { /* all three; dq alone; dk alone; dv alone */
@@ -194,14 +200,14 @@ static void test_case(int B, int T, int H, int KV, int hd) {
             cmpb(nm, du, u0, nu, 0.0);
         }
         free(rq); free(rk); free(rv);
-        D->dev_free(d_dq); D->dev_free(d_dk); D->dev_free(d_dv);
+        freeb(d_dq); freeb(d_dk); freeb(d_dv);
     }
     /* 1 forward + 2 (all three gradients) + 3 x 1 (each alone) tensor-core launches */
     const long launched = cuda_attention_tc_launches() - l0;
     snprintf(nm, sizeof nm, "cuda_tc_attention_used_%s", cfg);
     CHECK(launched == 6, nm, "%ld tensor-core launches, want 6 (hd %d takes the tensor-core kernels)", launched, hd);
     free(q); free(k); free(v); free(dout); free(dq0); free(dk0); free(dv0); free(out); free(lse); free(ws); free(hl);
-    D->dev_free(d_q); D->dev_free(d_k); D->dev_free(d_v); D->dev_free(d_dout); D->dev_free(d_out);
+    freeb(d_q); freeb(d_k); freeb(d_v); freeb(d_dout); freeb(d_out);
     D->dev_free(d_lse);
 }
 
@@ -211,13 +217,14 @@ static void test_attention(int small) {
           "cuda_tc_attention_head_dims", "tensor cores claimed for hd 64 %d, 128 %d, 32 %d, 256 %d",
           cuda_attention_tensor_cores(64), cuda_attention_tensor_cores(128), cuda_attention_tensor_cores(32),
           cuda_attention_tensor_cores(256));
-    test_case(1, 77, 4, 2, 64);   /* GQA, T not a multiple of the 64-row tile or the 32-row tile */
-    test_case(2, 130, 2, 1, 128); /* MQA, three row tiles, two batches */
-    test_case(1, 64, 2, 2, 128);  /* MHA, T exactly one tile */
-    test_case(1, 3, 4, 1, 64);    /* fewer rows than a fragment */
+    test_case(1, 77, 4, 2, 64, 0);   /* GQA, T not a multiple of the 64-row tile or the 32-row tile */
+    test_case(2, 130, 2, 1, 128, 0); /* MQA, three row tiles, two batches */
+    test_case(1, 64, 2, 2, 128, 0);  /* MHA, T exactly one tile */
+    test_case(1, 3, 4, 1, 64, 0);    /* fewer rows than a fragment */
+    test_case(1, 70, 2, 1, 64, 1);   /* tensors not 16-byte aligned: the 2-byte tile loads */
     if (!small) {
-        test_case(2, 1000, 8, 2, 128);
-        test_case(1, 2048, 4, 1, 64);
+        test_case(2, 1000, 8, 2, 128, 0);
+        test_case(1, 2048, 4, 1, 64, 0);
     }
 }
 #endif /* MESHSWEEP_CUDA */

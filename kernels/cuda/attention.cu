@@ -373,11 +373,25 @@ static __device__ __forceinline__ void load_b_cols(uint32_t b[2], const bf16s *t
     b[1] = pack2s(p + 8 * ld, (size_t)ld);
 }
 /* rows [r0, r0 + n) of hd = HD columns of a global bf16 matrix (leading dimension ld) into a
- * shared tile of row stride HD + 8; rows at or past `rows` are zero */
+ * shared tile of row stride HD + 8; rows at or past `rows` are zero. 16-byte copies (8 elements)
+ * when the global rows are 16-byte aligned (always for the engine's buffers), else 2-byte ones. */
+struct alignas(16) bf16x8 {
+    uint32_t w[4];
+};
 template <int HD>
 static __device__ __forceinline__ void tile_load(bf16s *tile, const bf16s *g, size_t ld, int r0, int n, int rows) {
+    if (((uintptr_t)g & 15u) == 0 && (ld & 7u) == 0) { /* uniform over the block */
+        constexpr int PER_ROW = HD / 8;
+        for (int idx = threadIdx.x; idx < n * PER_ROW; idx += blockDim.x) {
+            const int r = idx / PER_ROW, c = (idx - r * PER_ROW) * 8; /* PER_ROW is a power of two */
+            bf16x8 x = {{0u, 0u, 0u, 0u}};
+            if (r0 + r < rows) x = *reinterpret_cast<const bf16x8 *>(g + (size_t)(r0 + r) * ld + c);
+            *reinterpret_cast<bf16x8 *>(tile + r * (HD + 8) + c) = x;
+        }
+        return;
+    }
     for (int idx = threadIdx.x; idx < n * HD; idx += blockDim.x) {
-        const int r = idx / HD, d = idx - r * HD; /* HD is a power of two: shifts */
+        const int r = idx / HD, d = idx - r * HD;
         bf16s x;
         x.bits = 0;
         if (r0 + r < rows) x = g[(size_t)(r0 + r) * ld + d];
