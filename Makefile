@@ -38,7 +38,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan clean fuzz lint gpu-kit
+.PHONY: all deps data test test-gpu sweep plan clean fuzz lint gpu-kit cuda-tools
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -66,6 +66,18 @@ deps:
 	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing; }
 
+# cuobjdump/nvdisasm (tests/t_cuda_sass.sh reads the kernels' SASS with them): CUDA installs without them
+# get the PyPI wheels in a project-local prefix, $(BUILD)/tools/py; nothing to do without nvcc.
+CUDA_TOOL_WHEELS := nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+cuda-tools:
+	@if [ -z "$(NVCC)" ]; then echo "cuda-tools: no nvcc, nothing to do"; exit 0; fi; \
+	if command -v cuobjdump >/dev/null 2>&1 || [ -x "$(dir $(NVCC))cuobjdump" ] || ls $(BUILD)/tools/py/nvidia/*/bin/cuobjdump >/dev/null 2>&1; then \
+	  echo "cuda-tools: cuobjdump present"; exit 0; fi; \
+	pip=$$(command -v pip3 || command -v pip); \
+	if [ -z "$$pip" ]; then echo "cuda-tools: no pip; install $(CUDA_TOOL_WHEELS) or t_cuda_sass.sh skips"; exit 0; fi; \
+	echo "cuda-tools: pip-installing $(CUDA_TOOL_WHEELS) into $(BUILD)/tools/py"; \
+	$$pip install -q --no-deps --target $(BUILD)/tools/py $(CUDA_TOOL_WHEELS) || echo "cuda-tools: pip install failed; t_cuda_sass.sh skips"
+
 data: $(BUILD)/data/kjv/train.bin
 $(BUILD)/data/kjv/train.bin: $(BUILD)/mkdata
 	@mkdir -p $(BUILD)/data/kjv
@@ -74,6 +86,7 @@ $(BUILD)/data/kjv/train.bin: $(BUILD)/mkdata
 
 test: deps
 	$(MAKE) all
+	$(MAKE) cuda-tools
 	$(MAKE) data
 	BUILD=$(BUILD) NVCC="$(NVCC)" bash tests/run.sh
 

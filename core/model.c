@@ -184,7 +184,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     o->rope_forward(a->k, a->k, M->rope, B, T, KVl, hd);
     a->ao = ACT((size_t)Nt * Hl * hd);
     a->lse = ACT32((size_t)B * Hl * T);
-    float *ws = WS32(attention_ws_floats(T));
+    float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_forward(a->ao, a->lse, ws, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     mem_free(ws);
     float *part = WS((size_t)Nt * d);
@@ -254,7 +254,7 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
     if (df != dxmid) mem_free(df);
     float *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
-    float *ws = WS32(attention_ws_floats(T));
+    float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     mem_free(ws); mem_free(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
@@ -294,10 +294,15 @@ static void embed_backward(model_t *M, float *dx0) {
     if (df != dx0) mem_free(df);
 }
 
-/* logits chunk size: at most 4 Mi floats of logits at a time */
+/* The loss streams the vocabulary by rows: chunks of max(HEAD_CHUNK_MIN_ROWS rows,
+ * HEAD_CHUNK_LOGITS / Vl rows) (at most Nt), so the lm_head weight is read once per 2048 or more
+ * tokens (one chunk for llama3.2-1b at 1 x 2048) and the logits workspace stays under
+ * max(2048·Vl, 256 Mi) elements. */
+#define HEAD_CHUNK_MIN_ROWS 2048
+#define HEAD_CHUNK_LOGITS ((int64_t)256 << 20)
 static int head_chunk_rows(const model_t *M) {
-    int64_t rows = ((int64_t)4 << 20) / (M->sh.Vl > 0 ? M->sh.Vl : 1);
-    if (rows < 1) rows = 1;
+    int64_t rows = HEAD_CHUNK_LOGITS / (M->sh.Vl > 0 ? M->sh.Vl : 1);
+    if (rows < HEAD_CHUNK_MIN_ROWS) rows = HEAD_CHUNK_MIN_ROWS;
     return rows > M->Nt ? M->Nt : (int)rows;
 }
 

@@ -326,7 +326,8 @@ static int check_cfg(run_t *R) {
     if ((int64_t)R->B * R->T > (1 << 26)) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, 1 << 26);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .prefetch = o->prefetch,
-                         .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2};
+                         .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2,
+                         .attention_no_ws = !strcmp(o->backend, "cuda")};
     return 0;
 }
 

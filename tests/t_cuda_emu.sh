@@ -2,7 +2,8 @@
 # tests/t_cuda_emu.sh — the CUDA kernels of kernels/cuda/ *executed* without a GPU: the .cu files are
 # compiled as C++20 against kernels/cuda/cuda_emu.cuh (one host thread per CUDA thread, real block
 # barriers and warp shuffles, cuBLAS as checked column-major loops) and tests/test_cuda_kernels
-# (ops_cuda, fp32) and tests/test_cuda_bf16 (ops_cuda_bf16) compare every op with the CPU reference.
+# (ops_cuda, fp32) and tests/test_cuda_bf16 (ops_cuda_bf16) compare every op with the CPU reference;
+# tests/test_cuda_attention checks the emulated mma layout and the tensor-core attention.
 # This checks indexing, masking, rounding and synchronisation logic; it says nothing about speed or
 # about the real CUDA toolchain (the nvcc build of `make` covers compilation). Skipped when no C++20
 # compiler is found.
@@ -17,7 +18,7 @@ for f in kernels/cuda/[a-z]*.cu; do
       -c "$f" -o "$O/$(basename "$f" .cu).o" 2>"$O/build.log" || { fail cuda_emu_build "$f: $(head -5 "$O/build.log")"; exit 1; }
 done
 rc=0
-for t in test_cuda_kernels test_cuda_bf16; do
+for t in test_cuda_kernels test_cuda_bf16 test_cuda_attention; do
   gcc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
       "tests/$t.c" kernels/cpu/ops_cpu.c "$O"/*.o -lopenblas -lm -lstdc++ -lpthread -o "$O/${t}_emu" 2>"$O/build.log" \
     || { fail "cuda_emu_build_$t" "$(head -5 "$O/build.log")"; rc=1; continue; }
@@ -26,4 +27,27 @@ for t in test_cuda_kernels test_cuda_bf16; do
   # 1: some check printed FAIL; anything else (timeout 124, a crash) gets its own line
   [ "$r" -eq 0 ] || { [ "$r" -ne 1 ] && fail "cuda_emu_$t" "exit status $r (124: timed out after 900 s)"; rc=1; }
 done
+# bench/gpu_bench.c at toy shapes (--small) on the emulated kernels: the benchmark the GPU check runs
+# must work end to end (every timed op, the table and the JSON); its emulated times mean nothing.
+# (the engine files it uses are built without MESHSWEEP_CUDA: they need no CUDA, and comm.c would want NCCL)
+mkdir -p "$O/bench"
+mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/config.c -o "$O/bench/config.o" 2>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/metrics.c -o "$O/bench/metrics.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/comm.c -o "$O/bench/comm.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/comm_nccl.c -o "$O/bench/comm_nccl.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/errmsg.c -o "$O/bench/errmsg.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
+    bench/gpu_bench.c kernels/cpu/ops_cpu.c "$O"/*.o "$O"/bench/*.o \
+    -ljansson -lopenblas -lm -lstdc++ -lpthread -o "$O/gpu_bench_emu" 2>>"$O/build.log" \
+  && { timeout 900 "$O/gpu_bench_emu" --small --json "$O/gpu_bench.json" > "$O/gpu_bench.txt" 2>&1; r=$?; true; } \
+  || { fail cuda_emu_gpu_bench_build "$(head -5 "$O/build.log")"; rc=1; r=-1; }
+if [ "$r" -ge 0 ]; then
+  rows=$(grep -c '^  ' "$O/gpu_bench.txt")
+  if [ "$r" -eq 0 ] && [ "$rows" -ge 30 ] && grep -q '^# kernel-sum step' "$O/gpu_bench.txt" \
+     && [ "$(grep -c '"name": ' "$O/gpu_bench.json")" -ge 25 ] && grep -q '"kernel_sum_ms": [0-9]' "$O/gpu_bench.json"; then
+    ok cuda_emu_gpu_bench_small
+  else
+    fail cuda_emu_gpu_bench_small "exit $r, $rows table rows: $(tail -3 "$O/gpu_bench.txt" | tr '\n' ' ')"; rc=1
+  fi
+fi
 exit "$rc"

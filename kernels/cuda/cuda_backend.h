@@ -57,6 +57,22 @@ void cuda_matmul_backward_bf16(uint16_t *din, float *dw, const uint16_t *dout, c
  * cbytes = 2; to_compute rounds fp32 to bf16. The per-op list is at the top of ops_cuda_bf16.cu. */
 extern const ops_t ops_cuda_bf16;
 
+/* ---- attention on tensor cores (kernels/cuda/attention.cu) ----
+ * 1 when the bf16 table's attention of head dimension hd runs on the mma.sync kernels; their
+ * launches so far (tests check which path ran); one warp computing D[16][8] = A[16][16]·B[16][8]
+ * + C[16][8] (row-major device arrays, A and B bf16) through the kernels' fragment loads and mma,
+ * with `transposed` != 0 filling A's fragment transposed (a wrong layout, for the self-test). */
+int cuda_attention_tensor_cores(int hd);
+long cuda_attention_tc_launches(void);
+void cuda_mma_selftest(float *d, const uint16_t *a, const uint16_t *b, const float *c, int transposed);
+
+/* ---- timing for bench/gpu_bench.c (kernels/cuda/timing.cu) ----
+ * Milliseconds per call of fn(arg), which launches work on the default stream: warmup calls, then
+ * the median of 3 trials of reps calls between CUDA events (host clock in the emulator build).
+ * And cublasGemmEx alone (bf16, fp32 compute) at the forward matmul's shape out[N,Cout] = in·wᵀ. */
+double cuda_time_ms(void (*fn)(void *), void *arg, int warmup, int reps);
+double cuda_cublas_gemm_bf16_ms(int N, int Cin, int Cout, int warmup, int reps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -241,4 +241,5 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
     return emu_gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C, ct,
                     ldc);
 }
+#include "kernels/cuda/cuda_emu_mma.cuh" /* warp-level matrix operations (mma.sync) */
 #endif

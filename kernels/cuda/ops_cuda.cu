@@ -18,16 +18,26 @@
 
 #include <string.h>
 
+/* ---- [rows, columns] element-wise loops -------------------------------------------------------
+ * Row-major [N, C] kernels walk rows with blockIdx.y and columns with the x-blocks' threads, both
+ * grid-strided, so no element index is ever divided (a 64-bit division is a long software
+ * sequence on the GPU); the flat index is n·C + c, a multiply. */
+#define ROWS_COLS(n, c, N, C)                                                                      \
+    for (int n = (int)blockIdx.y; n < (N); n += (int)gridDim.y)                                    \
+        for (int c = (int)(blockIdx.x * blockDim.x + threadIdx.x); c < (C); c += (int)(gridDim.x * blockDim.x))
+static dim3 grid_rows_cols(int N, int C) {
+    const unsigned ycap = GRID_CAP < 65535u ? GRID_CAP : 65535u;
+    return dim3(grid_for((size_t)C, 256), (unsigned)N < ycap ? (unsigned)N : ycap);
+}
+
 /* ---- embedding --------------------------------------------------------------------------- */
 
 template <typename S>
 static __global__ void embedding_forward_kernel(S *out, const int32_t *tok, const S *table, int N, int C,
                                                 int v_start, int v_count) {
-    const size_t total = (size_t)N * (size_t)C;
-    GRID_STRIDE(i, total) {
-        const size_t n = i / (size_t)C, c = i % (size_t)C;
+    ROWS_COLS(n, c, N, C) {
         const int64_t r = (int64_t)tok[n] - v_start;
-        cstore(out, i, (r >= 0 && r < v_count) ? cload(table, (size_t)r * C + c) : 0.0f);
+        cstore(out, (size_t)n * C + c, (r >= 0 && r < v_count) ? cload(table, (size_t)r * C + c) : 0.0f);
     }
 }
 
@@ -35,27 +45,23 @@ static __global__ void embedding_forward_kernel(S *out, const int32_t *tok, cons
 template <typename S>
 static __global__ void embedding_backward_kernel(float *dtable, const S *dout, const int32_t *tok, int N, int C,
                                                  int v_start, int v_count) {
-    const size_t total = (size_t)N * (size_t)C;
-    GRID_STRIDE(i, total) {
-        const size_t n = i / (size_t)C, c = i % (size_t)C;
+    ROWS_COLS(n, c, N, C) {
         const int64_t r = (int64_t)tok[n] - v_start;
-        if (r >= 0 && r < v_count) atomicAdd(&dtable[(size_t)r * C + c], cload(dout, i));
+        if (r >= 0 && r < v_count) atomicAdd(&dtable[(size_t)r * C + c], cload(dout, (size_t)n * C + c));
     }
 }
 
 template <typename S>
 void cuda_embedding_forward_t(S *out, const int32_t *tok, const S *table, int N, int C, int v_start, int v_count) {
     if (N <= 0 || C <= 0) return;
-    const size_t total = (size_t)N * C;
-    LAUNCH(embedding_forward_kernel<S>, grid_for(total, 256), 256, 0, out, tok, table, N, C, v_start, v_count);
+    LAUNCH(embedding_forward_kernel<S>, grid_rows_cols(N, C), 256, 0, out, tok, table, N, C, v_start, v_count);
 }
 
 template <typename S>
 void cuda_embedding_backward_t(float *dtable, const S *dout, const int32_t *tok, int N, int C, int v_start,
                                int v_count) {
     if (!dtable || N <= 0 || C <= 0) return;
-    const size_t total = (size_t)N * C;
-    LAUNCH(embedding_backward_kernel<S>, grid_for(total, 256), 256, 0, dtable, dout, tok, N, C, v_start, v_count);
+    LAUNCH(embedding_backward_kernel<S>, grid_rows_cols(N, C), 256, 0, dtable, dout, tok, N, C, v_start, v_count);
 }
 
 /* ---- RMSNorm: one block per row (grid-stride over rows) ------------------------------------- */
@@ -264,10 +270,8 @@ static __global__ void ce_loss_kernel(float *loss, const float *mx, const float 
 template <typename S>
 static __global__ void ce_backward_kernel(S *dlogits, const S *logits, const float *mx, const float *se,
                                           const int32_t *tgt, float scale, int N, int Vloc, int v_start, int nv) {
-    const size_t total = (size_t)N * (size_t)Vloc;
-    GRID_STRIDE(i, total) {
-        const size_t n = i / (size_t)Vloc;
-        const int j = (int)(i % (size_t)Vloc);
+    ROWS_COLS(n, j, N, Vloc) {
+        const size_t i = (size_t)n * Vloc + j;
         float d = 0.0f;
         if (j < nv) {
             d = (scale / se[n]) * expf(cload(logits, i) - mx[n]);
@@ -309,9 +313,8 @@ template <typename S>
 void cuda_ce_backward_t(S *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid) {
     if (N <= 0 || Vloc <= 0) return;
-    const size_t total = (size_t)N * Vloc;
-    LAUNCH(ce_backward_kernel<S>, grid_for(total, 256), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc, v_start,
-           valid_cols(Vloc, v_valid));
+    LAUNCH(ce_backward_kernel<S>, grid_rows_cols(N, Vloc), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc,
+           v_start, valid_cols(Vloc, v_valid));
 }
 
 /* ---- AdamW (PyTorch order, as the CPU reference) and small helpers ---------------------------- */

@@ -19,7 +19,9 @@
  *   cbytes = 2; to_compute(dst C, src fp32, n) rounds fp32 to bf16 (dst must not overlap src).
  * Everything in between a load and a store is fp32: the kernels are the templates of ops_cuda.cu
  * and attention.cu instantiated for bf16s, so each op is one kernel source shared with ops_cuda.
- * What it is not: a tensor-core attention, nor a place that keeps fp32 copies: the master weights,
+ * Attention at head dims 64 and 128 runs on the tensor-core kernels of attention.cu (P and dS are
+ * rounded to bf16 as mma operands there), other head dims on the shared scalar template.
+ * What it is not: a place that keeps fp32 copies: the master weights,
  * their gradients and the AdamW state are the engine's fp32 buffers (core/fsdp).
  */
 #include "kernels/cuda/cuda_common.cuh"
