@@ -36,7 +36,8 @@ static const ops_t *D = &ops_cuda_bf16;
 /* ---- the tensors of one layer and of the head -------------------------------------------------- */
 typedef struct {
     int B, T, N, d, f, V, H, KV, hd, nq, nkv;
-    float theta, eps;
+    float eps;
+    float *rope;  /* RoPE cos/sin table [T, hd] fp32, as the engine builds it once per run */
     /* compute-precision (bf16) buffers, typed float* as ops_t passes them */
     float *x, *h, *in, *q, *k, *v, *att, *gate, *up, *act, *dx, *dq, *dk, *dv, *dgate, *dup, *w, *din, *logits;
     float *wnorm;
@@ -107,13 +108,13 @@ static void b_norm_bwd(void *p) {
 }
 static void b_rope_fwd(void *p) { /* q and k */
     ctx_t *c = p;
-    D->rope_forward(c->q, c->q, c->B, c->T, c->H, c->hd, c->theta);
-    D->rope_forward(c->k, c->k, c->B, c->T, c->KV, c->hd, c->theta);
+    D->rope_forward(c->q, c->q, c->rope, c->B, c->T, c->H, c->hd);
+    D->rope_forward(c->k, c->k, c->rope, c->B, c->T, c->KV, c->hd);
 }
 static void b_rope_bwd(void *p) {
     ctx_t *c = p;
-    D->rope_backward(c->dq, c->dq, c->B, c->T, c->H, c->hd, c->theta);
-    D->rope_backward(c->dk, c->dk, c->B, c->T, c->KV, c->hd, c->theta);
+    D->rope_backward(c->dq, c->dq, c->rope, c->B, c->T, c->H, c->hd);
+    D->rope_backward(c->dk, c->dk, c->rope, c->B, c->T, c->KV, c->hd);
 }
 static void b_swiglu_fwd(void *p) {
     ctx_t *c = p;
@@ -251,7 +252,6 @@ int main(int argc, char **argv) {
     c.hd = c.d / c.H;
     c.nq = c.H * c.hd;
     c.nkv = c.KV * c.hd;
-    c.theta = (float)mc.rope_theta;
     c.eps = (float)mc.rms_norm_eps;
     const size_t N = (size_t)c.N, wmax = (size_t)c.V * c.d > (size_t)c.f * c.d ? (size_t)c.V * c.d : (size_t)c.f * c.d;
     const size_t amax = (size_t)(c.f > c.d ? c.f : c.d) > (size_t)c.nq ? (size_t)(c.f > c.d ? c.f : c.d) : (size_t)c.nq;
@@ -265,6 +265,16 @@ int main(int argc, char **argv) {
     const int64_t nparams = config_num_params(&mc);
     c.nopt = (size_t)nparams < ((size_t)1 << 28) ? (size_t)nparams : ((size_t)1 << 28);
     c.p = fbuf(c.nopt); c.g = fbuf(c.nopt); c.m = fbuf(c.nopt); c.vv = fbuf(c.nopt);
+    {
+        double *inv = malloc((size_t)c.hd / 2 * sizeof(double));
+        float *tab = malloc((size_t)c.T * c.hd * sizeof(float));
+        if (!inv || !tab) { fprintf(stderr, "gpu_bench: out of host memory\n"); return 1; }
+        config_rope_inv_freq(&mc, inv);
+        rope_table_fill(tab, inv, c.T, c.hd);
+        c.rope = fbuf((size_t)c.T * c.hd);
+        D->from_host(c.rope, tab, (size_t)c.T * c.hd * sizeof(float));
+        free(inv); free(tab);
+    }
     c.tok = dalloc(N * sizeof(int32_t));
     {
         int32_t *ht = malloc(N * sizeof(int32_t));
