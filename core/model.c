@@ -2,7 +2,13 @@
  * Buffer lifetimes (category):
  *   activations  saved for backward: per layer x, rstd1, h1, q, k, v, ao, lse, xmid, rstd2, h2, gate, up;
  *                the final norm's xL, rstdf, hf; the step's tokens. With checkpointing only x is kept
- *                and the rest is recomputed in backward.
+ *                and the rest is recomputed in backward. With sequence parallel and sp_local (the
+ *                default, --sp-activations local) h1 and h2, the all-gathered inputs of q/k/v and
+ *                gate/up, are not saved: they are workspace in forward, and backward recomputes the
+ *                rank's shard rmsnorm(x) / rmsnorm(xmid) (rstd is saved) and all-gathers it again
+ *                right before the weight-gradient GEMMs (Megatron-LM's choice; one extra all-gather of
+ *                [Nt,d] per block and step). That all-gather is not overlapped with the input-gradient
+ *                GEMM: the backends' GEMM and collectives run in order.
  *   workspace    temporaries: norm outputs before the SP gather, row-parallel partial sums, the attention
  *                scratch, the SwiGLU output, logits chunks and CE statistics, every backward gradient
  *                of an activation.
@@ -135,6 +141,21 @@ static void norm_enter(model_t *M, float *out, float *rstd, const float *x, cons
     }
 }
 
+/* sp_local: the column-parallel blocks' gathered inputs are workspace, not saved */
+static int sp_local(const model_t *M) { return M->tp.sp && M->o.sp_local; }
+static float *NORM_OUT(model_t *M) {
+    size_t n = (size_t)M->Nt * M->d;
+    return sp_local(M) ? WS(n) : ACT(n);
+}
+
+/* sp_local, backward: the all-gathered norm output again, from the saved layer input x and rstd
+ * (rmsnorm_forward rewrites rstd with the same values); workspace [Nt,d] the caller frees */
+static float *norm_regather(model_t *M, const float *x, const float *w, float *rstd) {
+    float *full = WS((size_t)M->Nt * M->d);
+    norm_enter(M, full, rstd, x, w);
+    return full;
+}
+
 /* dx[Ns,d] += rmsnorm backward of the full-row gradient dfull[Nt,d] (reduced over TP first) */
 static void norm_enter_backward(model_t *M, float *dx, float *dw, float *dfull, const float *x, const float *w,
                                 const float *rstd) {
@@ -152,7 +173,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
     float theta = (float)M->cfg.rope_theta;
     a->rstd1 = ACT32(Ns);
-    a->h1 = ACT((size_t)Nt * d);
+    a->h1 = NORM_OUT(M);
     norm_enter(M, a->h1, a->rstd1, a->x, W(M, i, S_IN));
     a->q = ACT((size_t)Nt * Hl * hd);
     a->k = ACT((size_t)Nt * KVl * hd);
@@ -160,6 +181,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     o->matmul_forward(a->q, a->h1, W(M, i, S_Q), Nt, d, Hl * hd, 0);
     o->matmul_forward(a->k, a->h1, W(M, i, S_K), Nt, d, KVl * hd, 0);
     o->matmul_forward(a->v, a->h1, W(M, i, S_V), Nt, d, KVl * hd, 0);
+    if (sp_local(M)) { mem_free(a->h1); a->h1 = NULL; }
     o->rope_forward(a->q, a->q, B, T, Hl, hd, theta);
     o->rope_forward(a->k, a->k, B, T, KVl, hd, theta);
     a->ao = ACT((size_t)Nt * Hl * hd);
@@ -174,12 +196,13 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     mem_free(part);
     o->add_inplace(a->xmid, a->x, (size_t)Ns * d);
     a->rstd2 = ACT32(Ns);
-    a->h2 = ACT((size_t)Nt * d);
+    a->h2 = NORM_OUT(M);
     norm_enter(M, a->h2, a->rstd2, a->xmid, W(M, i, S_POST));
     a->gate = ACT((size_t)Nt * fl);
     a->up = ACT((size_t)Nt * fl);
     o->matmul_forward(a->gate, a->h2, W(M, i, S_GATE), Nt, d, fl, 0);
     o->matmul_forward(a->up, a->h2, W(M, i, S_UP), Nt, d, fl, 0);
+    if (sp_local(M)) { mem_free(a->h2); a->h2 = NULL; }
     float *act = WS((size_t)Nt * fl);
     o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
     part = WS((size_t)Nt * d);
@@ -221,8 +244,10 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->swiglu_backward(dgate, dup, dact, a->gate, a->up, (size_t)Nt * fl);
     mem_free(dact);
     float *dh2 = WSZ((size_t)Nt * d);
-    o->matmul_backward(dh2, G(M, i, S_GATE), dgate, a->h2, W(M, i, S_GATE), Nt, d, fl);
-    o->matmul_backward(dh2, G(M, i, S_UP), dup, a->h2, W(M, i, S_UP), Nt, d, fl);
+    float *h2 = sp_local(M) ? norm_regather(M, a->xmid, W(M, i, S_POST), a->rstd2) : a->h2;
+    o->matmul_backward(dh2, G(M, i, S_GATE), dgate, h2, W(M, i, S_GATE), Nt, d, fl);
+    o->matmul_backward(dh2, G(M, i, S_UP), dup, h2, W(M, i, S_UP), Nt, d, fl);
+    if (h2 != a->h2) mem_free(h2);
     mem_free(dup); mem_free(dgate);
     float *dxmid = WS((size_t)Ns * d);
     o->copy(dxmid, dx_out, (size_t)Ns * d * M->o.abytes);
@@ -241,9 +266,11 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->rope_backward(dq, dq, B, T, Hl, hd, theta);
     o->rope_backward(dk, dk, B, T, KVl, hd, theta);
     float *dh1 = WSZ((size_t)Nt * d);
-    o->matmul_backward(dh1, G(M, i, S_Q), dq, a->h1, W(M, i, S_Q), Nt, d, Hl * hd);
-    o->matmul_backward(dh1, G(M, i, S_K), dk, a->h1, W(M, i, S_K), Nt, d, KVl * hd);
-    o->matmul_backward(dh1, G(M, i, S_V), dv, a->h1, W(M, i, S_V), Nt, d, KVl * hd);
+    float *h1 = sp_local(M) ? norm_regather(M, a->x, W(M, i, S_IN), a->rstd1) : a->h1;
+    o->matmul_backward(dh1, G(M, i, S_Q), dq, h1, W(M, i, S_Q), Nt, d, Hl * hd);
+    o->matmul_backward(dh1, G(M, i, S_K), dk, h1, W(M, i, S_K), Nt, d, KVl * hd);
+    o->matmul_backward(dh1, G(M, i, S_V), dv, h1, W(M, i, S_V), Nt, d, KVl * hd);
+    if (h1 != a->h1) mem_free(h1);
     mem_free(dv); mem_free(dk); mem_free(dq);
     float *dx = WS((size_t)Ns * d);
     o->copy(dx, dxmid, (size_t)Ns * d * M->o.abytes);

@@ -13,6 +13,8 @@
 typedef struct model_opts {
     int B, T;                 /* sequences per DP rank, sequence length */
     int sequence_parallel;    /* effective only when tp > 1 */
+    int sp_local;             /* with SP: the column-parallel blocks' inputs h1, h2 are workspace in forward and
+                               * recomputed from x / xmid and rstd, then all-gathered again, in backward */
     int prefetch;
     int checkpoint;           /* activation checkpointing: keep only each layer's input */
     int abytes;               /* bytes per activation / compute-copy element: 4 (fp32) or 2 (bf16, plan only) */

@@ -10,7 +10,8 @@
 
 /* What build/train's options set; strings point into argv or static text. */
 typedef struct run_cfg {
-    const char *model, *batch, *data, *eval_data, *init, *save, *out, *mem_budget, *schedule, *backend, *comm, *dtype;
+    const char *model, *batch, *data, *eval_data, *init, *save, *out, *mem_budget, *schedule, *backend, *comm, *dtype,
+               *sp_activations;
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, ckpt, excluded, log_every;
     long long seed;
     double lr, weight_decay, beta1, beta2, adam_eps, grad_clip, min_lr_ratio, peak_tflops;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_mesh.sh — every mesh against the 1-rank run (design 4.7, 11): for a fixed global batch of 8
-# sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off and prefetch off variants) must give the
+# sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off, prefetch off and --sp-activations
+# gathered variants; the default is local) must give the
 # losses and gradient norms of `build/train` on one rank over 10 AdamW steps with clipping active, and
 # the same final parameters (saved from the sharded run). The model has GQA (KV = H/2) and a
 # vocabulary of 250, not divisible by 4 or 8, so padding and masking of the vocab-parallel loss is
@@ -45,6 +46,10 @@ run_mesh 2x4_nosp 2 4 --no-sequence-parallel
 run_mesh 4x2_noprefetch 4 2 --no-prefetch
 run_mesh 2x2_nosp_noprefetch 2 2 --no-sequence-parallel --no-prefetch
 run_mesh 2x2_ckpt 2 2 --checkpoint-activations
+# the runs above use --sp-activations local (the default); gathered saves the all-gathered inputs
+run_mesh 1x8_gathered 1 8 --sp-activations gathered
+run_mesh 2x4_gathered 2 4 --sp-activations gathered
+run_mesh 2x2_ckpt_gathered 2 2 --checkpoint-activations --sp-activations gathered
 # a KJV training run on the 2x4 mesh learns as the 1-rank run does (30 steps, same global batch)
 "$BUILD/train" "${COMMON[@]}" --steps 30 --batch-size 8 --out "$T/long1.json" 2>/dev/null
 "${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --steps 30 --tp 4 --batch-size 4 --out "$T/long8.json" >/dev/null 2>&1
