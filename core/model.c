@@ -21,7 +21,20 @@
 #include <string.h>
 
 enum { S_IN, S_Q, S_K, S_V, S_O, S_POST, S_GATE, S_UP, S_DOWN };   /* layer unit segments */
-enum { R_EMB, R_NORM, R_HEAD };                                      /* root unit segments */
+enum { R_EMB, R_NORM, R_HEAD };                                      /* root segments, in HF order */
+
+/* The root's FSDP units. Untied (split_root): unit L is the embedding alone (gathered for the forward
+ * lookup and released; its backward is a scatter-add into the gradient that reads no weight, so it is
+ * not gathered again), unit L+1 the head, final norm and lm_head (gathered after the last layer's
+ * forward, prefetched during it, reduce-scattered and released right after its own backward). Tied
+ * embeddings: one root unit L (embedding, norm, lm_head) gathered from the lookup to the end of the
+ * step, as the one tensor serves both ends. */
+static int split_root(const model_t *M) { return !M->cfg.tie_word_embeddings; }
+static int emb_unit(const model_t *M) { return M->L; }
+static int head_unit(const model_t *M) { return M->L + split_root(M); }
+/* segment index of the final norm and lm_head inside head_unit */
+static int norm_seg(const model_t *M) { return R_NORM - split_root(M); }
+static int lm_seg(const model_t *M) { return R_HEAD - split_root(M); }
 
 #define ACT(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * M->o.abytes)
 #define ACT32(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * sizeof(float))
@@ -58,7 +71,7 @@ static void add_layer_unit(model_t *M, fsdp_unit *u, int i) {
     }
 }
 
-static void add_root_unit(model_t *M, fsdp_unit *u) {
+static void add_root_units(model_t *M, fsdp_unit *u) {
     const tp_shape *s = &M->sh;
     int d = M->d, V = M->cfg.vocab_size;
     const fsdp_seg seg[] = {
@@ -67,6 +80,13 @@ static void add_root_unit(model_t *M, fsdp_unit *u) {
         [R_HEAD] = {.name = "lm_head.weight",            .rows = s->Vl, .cols = d, .split = SPLIT_ROWS, .full_rows = V, .full_cols = d, .row0 = s->v_start, .valid_rows = s->v_valid, .decay = 1,      .ndim = 2},
     };
     _Static_assert(sizeof seg / sizeof seg[0] == R_HEAD + 1, "one row per root segment");
+    if (split_root(M)) {
+        snprintf(u[0].name, sizeof u[0].name, "embedding");
+        fsdp_add_seg(&u[0], &seg[R_EMB]);
+        snprintf(u[1].name, sizeof u[1].name, "head");
+        for (int k = R_NORM; k <= R_HEAD; k++) fsdp_add_seg(&u[1], &seg[k]);
+        return;
+    }
     snprintf(u->name, sizeof u->name, "root");
     for (int k = 0; k <= R_HEAD; k++) fsdp_add_seg(u, &seg[k]);
 }
@@ -85,13 +105,13 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
     M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
     tp_init(&M->tp, tpg, ops, sp, o->B, o->T, o->abytes);
     M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
-    M->units = calloc((size_t)M->L + 1, sizeof *M->units);
+    M->units = calloc((size_t)M->L + 2, sizeof *M->units);
     M->acts = calloc((size_t)M->L, sizeof *M->acts);
     M->loss_host = calloc((size_t)M->Nt, sizeof(float));
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
-    add_root_unit(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = M->L + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
+    add_root_units(M, &M->units[M->L]);
+    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
                       .gather_bytes = o->abytes};
     fsdp_alloc_state(&M->fsdp);
     return 0;
@@ -283,7 +303,7 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
 
 /* ---------------------------------------------------------------- whole model */
 static void embed_forward(model_t *M, float *x0) {
-    int root = M->L, d = M->d;
+    int root = emb_unit(M), d = M->d;
     if (M->mesh.tp == 1) {
         M->ops->embedding_forward(x0, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
         return;
@@ -295,7 +315,7 @@ static void embed_forward(model_t *M, float *x0) {
 }
 
 static void embed_backward(model_t *M, float *dx0) {
-    int root = M->L, d = M->d;
+    int root = emb_unit(M), d = M->d;
     float *df = M->tp.sp ? WS((size_t)M->Nt * d) : dx0;
     tp_exit_backward(&M->tp, df, dx0, d);
     M->ops->embedding_backward(G(M, root, R_EMB), df, M->tok, M->Nt, d, M->sh.v_start, M->sh.Vl);
@@ -312,17 +332,17 @@ static int head_chunk_rows(const model_t *M) {
 /* lm_head + vocab-parallel loss over hf[Nt,d]; with dhf != NULL also the lm_head backward. */
 static double head_loss(model_t *M, float *dhf, float scale) {
     const ops_t *o = M->ops;
-    int root = M->L, d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
+    int root = head_unit(M), d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
     float *logits = WS((size_t)chunk * Vl);
     float *stats = WS32(4 * (size_t)chunk);
     double sum = 0;
     for (int r0 = 0; r0 < M->Nt; r0 += chunk) {
         int rows = M->Nt - r0 < chunk ? M->Nt - r0 : chunk;
         const float *h = CP(M, M->hf, (size_t)r0 * d);
-        o->matmul_forward(logits, h, W(M, root, R_HEAD), rows, d, Vl, 0);
+        o->matmul_forward(logits, h, W(M, root, lm_seg(M)), rows, d, Vl, 0);
         tp_cross_entropy(&M->tp, &M->sh, logits, M->tgt + r0, rows, scale, stats, M->loss_host + r0);
         for (int r = 0; r < rows; r++) sum += M->loss_host[r0 + r];
-        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, R_HEAD), logits, h, W(M, root, R_HEAD),
+        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, lm_seg(M)), logits, h, W(M, root, lm_seg(M)),
                                     rows, d, Vl);
     }
     mem_free(stats); mem_free(logits);
@@ -339,14 +359,15 @@ static void load_tokens(model_t *M, const int32_t *inputs, const int32_t *target
 /* forward through the layers; train: keep what backward needs (only x with checkpointing) */
 static void forward_layers(model_t *M, int train) {
     fsdp_t *F = &M->fsdp;
-    int root = M->L, Ns = M->Ns, d = M->d;
-    fsdp_gather_wait(F, root);
-    if (F->prefetch) fsdp_gather_start(F, 0);
+    int Ns = M->Ns, d = M->d, head = head_unit(M);
+    fsdp_gather_wait(F, emb_unit(M));
+    if (F->prefetch) fsdp_gather_start(F, M->L > 0 ? 0 : head);
     float *x = ACT((size_t)Ns * d);
     embed_forward(M, x);
+    if (split_root(M)) fsdp_release(F, emb_unit(M));
     for (int i = 0; i < M->L; i++) {
         fsdp_gather_wait(F, i);
-        if (F->prefetch && i + 1 < M->L) fsdp_gather_start(F, i + 1);
+        if (F->prefetch) fsdp_gather_start(F, i + 1 < M->L ? i + 1 : head);
         layer_acts *a = &M->acts[i];
         a->x = x;
         x = ACT((size_t)Ns * d);
@@ -358,25 +379,27 @@ static void forward_layers(model_t *M, int train) {
     M->xL = x;
     M->rstdf = ACT32(Ns);
     M->hf = ACT((size_t)M->Nt * d);
-    norm_enter(M, M->hf, M->rstdf, M->xL, W(M, root, R_NORM));
+    fsdp_gather_wait(F, head);
+    norm_enter(M, M->hf, M->rstdf, M->xL, W(M, head, norm_seg(M)));
 }
 
 double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *targets, float loss_scale) {
     fsdp_t *F = &M->fsdp;
-    int root = M->L, Ns = M->Ns, Nt = M->Nt, d = M->d;
+    int head = head_unit(M), emb = emb_unit(M), Ns = M->Ns, Nt = M->Nt, d = M->d;
     load_tokens(M, inputs, targets);
     forward_layers(M, 1);
     /* backward starts with the loss: prefetch the last layer while the head runs */
     if (F->prefetch && M->L > 0) fsdp_gather_start(F, M->L - 1);
-    fsdp_grad_begin(F, root);
+    fsdp_grad_begin(F, head);
     float *dhf = WSZ((size_t)Nt * d);
     double loss = head_loss(M, dhf, loss_scale);
     mem_free(M->hf); M->hf = NULL;
     float *dx = WSZ((size_t)Ns * d);
-    norm_enter_backward(M, dx, G(M, root, R_NORM), dhf, M->xL, W(M, root, R_NORM), M->rstdf);
-    tp_norm_grad_sync(&M->tp, G(M, root, R_NORM), d);
+    norm_enter_backward(M, dx, G(M, head, norm_seg(M)), dhf, M->xL, W(M, head, norm_seg(M)), M->rstdf);
+    tp_norm_grad_sync(&M->tp, G(M, head, norm_seg(M)), d);
     mem_free(dhf);
     mem_free(M->rstdf); mem_free(M->xL); M->rstdf = M->xL = NULL;
+    if (split_root(M)) { fsdp_grad_end(F, head); fsdp_release(F, head); }
     for (int i = M->L - 1; i >= 0; i--) {
         fsdp_gather_wait(F, i);
         if (F->prefetch && i > 0) fsdp_gather_start(F, i - 1);
@@ -390,10 +413,11 @@ double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *
         fsdp_grad_end(F, i);
         fsdp_release(F, i);
     }
+    if (split_root(M)) fsdp_grad_begin(F, emb);   /* the scatter-add reads no weight: no gather */
     embed_backward(M, dx);
     mem_free(dx);
-    fsdp_grad_end(F, root);
-    fsdp_release(F, root);
+    fsdp_grad_end(F, emb);
+    fsdp_release(F, emb);
     mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
     return loss;
 }
@@ -403,7 +427,7 @@ double model_forward_loss(model_t *M, const int32_t *inputs, const int32_t *targ
     forward_layers(M, 0);
     double loss = head_loss(M, NULL, 0.0f);
     mem_free(M->hf); mem_free(M->rstdf); mem_free(M->xL); M->hf = M->rstdf = M->xL = NULL;
-    fsdp_release(&M->fsdp, M->L);
+    fsdp_release(&M->fsdp, head_unit(M));
     mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
     return loss;
 }

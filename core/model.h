@@ -30,7 +30,7 @@ typedef struct model {
     tp_shape sh;
     tp_ctx tp;
     fsdp_t fsdp;
-    fsdp_unit *units;        /* L layers, then the root */
+    fsdp_unit *units;        /* L layers, then the embedding and the head (tied: one root unit; see model.c) */
     const ops_t *ops;
     model_opts o;
     int L, d, hd, Nt, Ns;
