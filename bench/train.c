@@ -43,6 +43,7 @@ static const cli_opt OPTS[] = {
     {"world", CLI_INT, F(world), "W", "with --plan: world size to plan for"},
     {"sequence-parallel", CLI_ON, F(sp), NULL, "sequence parallel (default on when tp > 1)"},
     {"no-sequence-parallel", CLI_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
+    {"sp-activations", CLI_STR, F(sp_activations), "local|gathered", "sequence parallel: save each column-parallel block's input as the sequence shard and all-gather it again in backward (local), or save it all-gathered (gathered)"},
     {"no-prefetch", CLI_OFF, F(prefetch), NULL, "do not prefetch the next FSDP unit"},
     {"checkpoint-activations", CLI_ON, F(ckpt), NULL, "keep only each layer's input; recompute in backward"},
     {"backend", CLI_STR, F(backend), "cpu|cuda", "compute backend"},

@@ -84,12 +84,14 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
         snprintf(err, errlen, "save: out of host memory");
         return -1;
     }
-    /* HF order: embedding, layers, final norm, lm_head unless tied (entry = unit * 16 + segment) */
+    /* HF order: embedding (unit L's first segment), layers, then the rest of the root units in order:
+     * final norm, lm_head unless tied (entry = unit * 16 + segment) */
     int no = 0;
     int root = M->L;
     order[no++] = root * 16 + 0;
     for (int i = 0; i < M->L; i++) for (int k = 0; k < M->units[i].nseg; k++) order[no++] = i * 16 + k;
-    for (int k = 1; k < M->units[root].nseg; k++) order[no++] = root * 16 + k;
+    for (int i = root; i < M->fsdp.n; i++)
+        for (int k = i == root; k < M->units[i].nseg; k++) order[no++] = i * 16 + k;
     for (int j = 0; j < no; j++) {
         const fsdp_seg *s = &M->units[order[j] / 16].seg[order[j] % 16];
         names[j] = s->name; nd[j] = s->ndim;

@@ -1,5 +1,5 @@
 /* core/fsdp.h — FSDP / ZeRO-3 along the mesh's dp dimension (design 4.7).
- * Units: each decoder layer and the root (embedding, final norm, lm_head). A unit's TP-local
+ * Units: each decoder layer, the embedding and the head (final norm, lm_head); core/model sets them up. A unit's TP-local
  * parameters live in one flat buffer (segments = HF tensors, layer-major), padded to a multiple of dp;
  * DP rank r owns the contiguous slice [r*shard, (r+1)*shard) and keeps the fp32 master values,
  * gradient and AdamW moments of that slice only. Before use a unit is all-gathered (optionally

@@ -2,7 +2,13 @@
  * Buffer lifetimes (category):
  *   activations  saved for backward: per layer x, rstd1, h1, q, k, v, ao, lse, xmid, rstd2, h2, gate, up;
  *                the final norm's xL, rstdf, hf; the step's tokens. With checkpointing only x is kept
- *                and the rest is recomputed in backward.
+ *                and the rest is recomputed in backward. With sequence parallel and sp_local (the
+ *                default, --sp-activations local) h1 and h2, the all-gathered inputs of q/k/v and
+ *                gate/up, are not saved: they are workspace in forward, and backward recomputes the
+ *                rank's shard rmsnorm(x) / rmsnorm(xmid) (rstd is saved) and all-gathers it again
+ *                right before the weight-gradient GEMMs (Megatron-LM's choice; one extra all-gather of
+ *                [Nt,d] per block and step). That all-gather is not overlapped with the input-gradient
+ *                GEMM: the backends' GEMM and collectives run in order.
  *   workspace    temporaries: norm outputs before the SP gather, row-parallel partial sums, the attention
  *                scratch, the SwiGLU output, logits chunks and CE statistics, every backward gradient
  *                of an activation; and, for the whole run, the RoPE cos/sin table (computed once).
@@ -21,7 +27,20 @@
 #include <string.h>
 
 enum { S_IN, S_Q, S_K, S_V, S_O, S_POST, S_GATE, S_UP, S_DOWN };   /* layer unit segments */
-enum { R_EMB, R_NORM, R_HEAD };                                      /* root unit segments */
+enum { R_EMB, R_NORM, R_HEAD };                                      /* root segments, in HF order */
+
+/* The root's FSDP units. Untied (split_root): unit L is the embedding alone (gathered for the forward
+ * lookup and released; its backward is a scatter-add into the gradient that reads no weight, so it is
+ * not gathered again), unit L+1 the head, final norm and lm_head (gathered after the last layer's
+ * forward, prefetched during it, reduce-scattered and released right after its own backward). Tied
+ * embeddings: one root unit L (embedding, norm, lm_head) gathered from the lookup to the end of the
+ * step, as the one tensor serves both ends. */
+static int split_root(const model_t *M) { return !M->cfg.tie_word_embeddings; }
+static int emb_unit(const model_t *M) { return M->L; }
+static int head_unit(const model_t *M) { return M->L + split_root(M); }
+/* segment index of the final norm and lm_head inside head_unit */
+static int norm_seg(const model_t *M) { return R_NORM - split_root(M); }
+static int lm_seg(const model_t *M) { return R_HEAD - split_root(M); }
 
 #define ACT(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * M->o.abytes)
 #define ACT32(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * sizeof(float))
@@ -58,10 +77,10 @@ static void add_layer_unit(model_t *M, fsdp_unit *u, int i) {
     }
 }
 
-/* the root segment lm_head reads: its own, or with tied embeddings the embedding */
-static int head_seg(const model_t *M) { return M->cfg.tie_word_embeddings ? R_EMB : R_HEAD; }
+/* the head-unit segment lm_head reads: its own, or with tied embeddings the embedding */
+static int head_seg(const model_t *M) { return M->cfg.tie_word_embeddings ? R_EMB : lm_seg(M); }
 
-static void add_root_unit(model_t *M, fsdp_unit *u) {
+static void add_root_units(model_t *M, fsdp_unit *u) {
     const tp_shape *s = &M->sh;
     int d = M->d, V = M->cfg.vocab_size;
     const fsdp_seg seg[] = {
@@ -70,9 +89,16 @@ static void add_root_unit(model_t *M, fsdp_unit *u) {
         [R_HEAD] = {.name = "lm_head.weight",            .rows = s->Vl, .cols = d, .split = SPLIT_ROWS, .full_rows = V, .full_cols = d, .row0 = s->v_start, .valid_rows = s->v_valid, .decay = 1,      .ndim = 2},
     };
     _Static_assert(sizeof seg / sizeof seg[0] == R_HEAD + 1, "one row per root segment");
+    if (split_root(M)) {
+        snprintf(u[0].name, sizeof u[0].name, "embedding");
+        fsdp_add_seg(&u[0], &seg[R_EMB]);
+        snprintf(u[1].name, sizeof u[1].name, "head");
+        for (int k = R_NORM; k <= R_HEAD; k++) fsdp_add_seg(&u[1], &seg[k]);
+        return;
+    }
     snprintf(u->name, sizeof u->name, "root");
     for (int k = 0; k <= R_HEAD; k++)
-        if (k != R_HEAD || head_seg(M) == R_HEAD) fsdp_add_seg(u, &seg[k]);
+        if (k != R_HEAD) fsdp_add_seg(u, &seg[k]);   /* tied: lm_head reads the embedding */
 }
 
 int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tpg, comm_group *dpg,
@@ -89,13 +115,13 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
     M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
     tp_init(&M->tp, tpg, ops, sp, o->B, o->T, o->abytes);
     M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
-    M->units = calloc((size_t)M->L + 1, sizeof *M->units);
+    M->units = calloc((size_t)M->L + 2, sizeof *M->units);
     M->acts = calloc((size_t)M->L, sizeof *M->acts);
     M->loss_host = calloc((size_t)M->Nt, sizeof(float));
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
-    add_root_unit(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = M->L + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
+    add_root_units(M, &M->units[M->L]);
+    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
                       .gather_bytes = o->abytes};
     fsdp_alloc_state(&M->fsdp);
     /* RoPE table, once per run: frequencies with rope_scaling (core/config), cos/sin in double. Not
@@ -156,6 +182,21 @@ static void norm_enter(model_t *M, float *out, float *rstd, const float *x, cons
     }
 }
 
+/* sp_local: the column-parallel blocks' gathered inputs are workspace, not saved */
+static int sp_local(const model_t *M) { return M->tp.sp && M->o.sp_local; }
+static float *NORM_OUT(model_t *M) {
+    size_t n = (size_t)M->Nt * M->d;
+    return sp_local(M) ? WS(n) : ACT(n);
+}
+
+/* sp_local, backward: the all-gathered norm output again, from the saved layer input x and rstd
+ * (rmsnorm_forward rewrites rstd with the same values); workspace [Nt,d] the caller frees */
+static float *norm_regather(model_t *M, const float *x, const float *w, float *rstd) {
+    float *full = WS((size_t)M->Nt * M->d);
+    norm_enter(M, full, rstd, x, w);
+    return full;
+}
+
 /* dx[Ns,d] += rmsnorm backward of the full-row gradient dfull[Nt,d] (reduced over TP first) */
 static void norm_enter_backward(model_t *M, float *dx, float *dw, float *dfull, const float *x, const float *w,
                                 const float *rstd) {
@@ -172,7 +213,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
     a->rstd1 = ACT32(Ns);
-    a->h1 = ACT((size_t)Nt * d);
+    a->h1 = NORM_OUT(M);
     norm_enter(M, a->h1, a->rstd1, a->x, W(M, i, S_IN));
     a->q = ACT((size_t)Nt * Hl * hd);
     a->k = ACT((size_t)Nt * KVl * hd);
@@ -180,6 +221,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     o->matmul_forward(a->q, a->h1, W(M, i, S_Q), Nt, d, Hl * hd, 0);
     o->matmul_forward(a->k, a->h1, W(M, i, S_K), Nt, d, KVl * hd, 0);
     o->matmul_forward(a->v, a->h1, W(M, i, S_V), Nt, d, KVl * hd, 0);
+    if (sp_local(M)) { mem_free(a->h1); a->h1 = NULL; }
     o->rope_forward(a->q, a->q, M->rope, B, T, Hl, hd);
     o->rope_forward(a->k, a->k, M->rope, B, T, KVl, hd);
     a->ao = ACT((size_t)Nt * Hl * hd);
@@ -194,12 +236,13 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     mem_free(part);
     o->add_inplace(a->xmid, a->x, (size_t)Ns * d);
     a->rstd2 = ACT32(Ns);
-    a->h2 = ACT((size_t)Nt * d);
+    a->h2 = NORM_OUT(M);
     norm_enter(M, a->h2, a->rstd2, a->xmid, W(M, i, S_POST));
     a->gate = ACT((size_t)Nt * fl);
     a->up = ACT((size_t)Nt * fl);
     o->matmul_forward(a->gate, a->h2, W(M, i, S_GATE), Nt, d, fl, 0);
     o->matmul_forward(a->up, a->h2, W(M, i, S_UP), Nt, d, fl, 0);
+    if (sp_local(M)) { mem_free(a->h2); a->h2 = NULL; }
     float *act = WS((size_t)Nt * fl);
     o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
     part = WS((size_t)Nt * d);
@@ -240,8 +283,10 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->swiglu_backward(dgate, dup, dact, a->gate, a->up, (size_t)Nt * fl);
     mem_free(dact);
     float *dh2 = WSZ((size_t)Nt * d);
-    o->matmul_backward(dh2, G(M, i, S_GATE), dgate, a->h2, W(M, i, S_GATE), Nt, d, fl);
-    o->matmul_backward(dh2, G(M, i, S_UP), dup, a->h2, W(M, i, S_UP), Nt, d, fl);
+    float *h2 = sp_local(M) ? norm_regather(M, a->xmid, W(M, i, S_POST), a->rstd2) : a->h2;
+    o->matmul_backward(dh2, G(M, i, S_GATE), dgate, h2, W(M, i, S_GATE), Nt, d, fl);
+    o->matmul_backward(dh2, G(M, i, S_UP), dup, h2, W(M, i, S_UP), Nt, d, fl);
+    if (h2 != a->h2) mem_free(h2);
     mem_free(dup); mem_free(dgate);
     float *dxmid = WS((size_t)Ns * d);
     o->copy(dxmid, dx_out, (size_t)Ns * d * M->o.abytes);
@@ -260,9 +305,11 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
     o->rope_backward(dk, dk, M->rope, B, T, KVl, hd);
     float *dh1 = WSZ((size_t)Nt * d);
-    o->matmul_backward(dh1, G(M, i, S_Q), dq, a->h1, W(M, i, S_Q), Nt, d, Hl * hd);
-    o->matmul_backward(dh1, G(M, i, S_K), dk, a->h1, W(M, i, S_K), Nt, d, KVl * hd);
-    o->matmul_backward(dh1, G(M, i, S_V), dv, a->h1, W(M, i, S_V), Nt, d, KVl * hd);
+    float *h1 = sp_local(M) ? norm_regather(M, a->x, W(M, i, S_IN), a->rstd1) : a->h1;
+    o->matmul_backward(dh1, G(M, i, S_Q), dq, h1, W(M, i, S_Q), Nt, d, Hl * hd);
+    o->matmul_backward(dh1, G(M, i, S_K), dk, h1, W(M, i, S_K), Nt, d, KVl * hd);
+    o->matmul_backward(dh1, G(M, i, S_V), dv, h1, W(M, i, S_V), Nt, d, KVl * hd);
+    if (h1 != a->h1) mem_free(h1);
     mem_free(dv); mem_free(dk); mem_free(dq);
     float *dx = WS((size_t)Ns * d);
     o->copy(dx, dxmid, (size_t)Ns * d * M->o.abytes);
@@ -275,7 +322,7 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
 
 /* ---------------------------------------------------------------- whole model */
 static void embed_forward(model_t *M, float *x0) {
-    int root = M->L, d = M->d;
+    int root = emb_unit(M), d = M->d;
     if (M->mesh.tp == 1) {
         M->ops->embedding_forward(x0, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
         return;
@@ -287,7 +334,7 @@ static void embed_forward(model_t *M, float *x0) {
 }
 
 static void embed_backward(model_t *M, float *dx0) {
-    int root = M->L, d = M->d;
+    int root = emb_unit(M), d = M->d;
     float *df = M->tp.sp ? WS((size_t)M->Nt * d) : dx0;
     tp_exit_backward(&M->tp, df, dx0, d);
     M->ops->embedding_backward(G(M, root, R_EMB), df, M->tok, M->Nt, d, M->sh.v_start, M->sh.Vl);
@@ -309,7 +356,7 @@ static int head_chunk_rows(const model_t *M) {
 /* lm_head + vocab-parallel loss over hf[Nt,d]; with dhf != NULL also the lm_head backward. */
 static double head_loss(model_t *M, float *dhf, float scale) {
     const ops_t *o = M->ops;
-    int root = M->L, d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
+    int root = head_unit(M), d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
     float *logits = WS((size_t)chunk * Vl);
     float *stats = WS32(4 * (size_t)chunk);
     double sum = 0;
@@ -336,14 +383,15 @@ static void load_tokens(model_t *M, const int32_t *inputs, const int32_t *target
 /* forward through the layers; train: keep what backward needs (only x with checkpointing) */
 static void forward_layers(model_t *M, int train) {
     fsdp_t *F = &M->fsdp;
-    int root = M->L, Ns = M->Ns, d = M->d;
-    fsdp_gather_wait(F, root);
-    if (F->prefetch) fsdp_gather_start(F, 0);
+    int Ns = M->Ns, d = M->d, head = head_unit(M);
+    fsdp_gather_wait(F, emb_unit(M));
+    if (F->prefetch) fsdp_gather_start(F, M->L > 0 ? 0 : head);
     float *x = ACT((size_t)Ns * d);
     embed_forward(M, x);
+    if (split_root(M)) fsdp_release(F, emb_unit(M));
     for (int i = 0; i < M->L; i++) {
         fsdp_gather_wait(F, i);
-        if (F->prefetch && i + 1 < M->L) fsdp_gather_start(F, i + 1);
+        if (F->prefetch) fsdp_gather_start(F, i + 1 < M->L ? i + 1 : head);
         layer_acts *a = &M->acts[i];
         a->x = x;
         x = ACT((size_t)Ns * d);
@@ -355,25 +403,27 @@ static void forward_layers(model_t *M, int train) {
     M->xL = x;
     M->rstdf = ACT32(Ns);
     M->hf = ACT((size_t)M->Nt * d);
-    norm_enter(M, M->hf, M->rstdf, M->xL, W(M, root, R_NORM));
+    fsdp_gather_wait(F, head);
+    norm_enter(M, M->hf, M->rstdf, M->xL, W(M, head, norm_seg(M)));
 }
 
 double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *targets, float loss_scale) {
     fsdp_t *F = &M->fsdp;
-    int root = M->L, Ns = M->Ns, Nt = M->Nt, d = M->d;
+    int head = head_unit(M), emb = emb_unit(M), Ns = M->Ns, Nt = M->Nt, d = M->d;
     load_tokens(M, inputs, targets);
     forward_layers(M, 1);
     /* backward starts with the loss: prefetch the last layer while the head runs */
     if (F->prefetch && M->L > 0) fsdp_gather_start(F, M->L - 1);
-    fsdp_grad_begin(F, root);
+    fsdp_grad_begin(F, head);
     float *dhf = WSZ((size_t)Nt * d);
     double loss = head_loss(M, dhf, loss_scale);
     mem_free(M->hf); M->hf = NULL;
     float *dx = WSZ((size_t)Ns * d);
-    norm_enter_backward(M, dx, G(M, root, R_NORM), dhf, M->xL, W(M, root, R_NORM), M->rstdf);
-    tp_norm_grad_sync(&M->tp, G(M, root, R_NORM), d);
+    norm_enter_backward(M, dx, G(M, head, norm_seg(M)), dhf, M->xL, W(M, head, norm_seg(M)), M->rstdf);
+    tp_norm_grad_sync(&M->tp, G(M, head, norm_seg(M)), d);
     mem_free(dhf);
     mem_free(M->rstdf); mem_free(M->xL); M->rstdf = M->xL = NULL;
+    if (split_root(M)) { fsdp_grad_end(F, head); fsdp_release(F, head); }
     for (int i = M->L - 1; i >= 0; i--) {
         fsdp_gather_wait(F, i);
         if (F->prefetch && i > 0) fsdp_gather_start(F, i - 1);
@@ -387,10 +437,11 @@ double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *
         fsdp_grad_end(F, i);
         fsdp_release(F, i);
     }
+    if (split_root(M)) fsdp_grad_begin(F, emb);   /* the scatter-add reads no weight: no gather */
     embed_backward(M, dx);
     mem_free(dx);
-    fsdp_grad_end(F, root);
-    fsdp_release(F, root);
+    fsdp_grad_end(F, emb);
+    fsdp_release(F, emb);
     mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
     return loss;
 }
@@ -400,7 +451,7 @@ double model_forward_loss(model_t *M, const int32_t *inputs, const int32_t *targ
     forward_layers(M, 0);
     double loss = head_loss(M, NULL, 0.0f);
     mem_free(M->hf); mem_free(M->rstdf); mem_free(M->xL); M->hf = M->rstdf = M->xL = NULL;
-    fsdp_release(&M->fsdp, M->L);
+    fsdp_release(&M->fsdp, head_unit(M));
     mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
     return loss;
 }

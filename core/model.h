@@ -13,6 +13,8 @@
 typedef struct model_opts {
     int B, T;                 /* sequences per DP rank, sequence length */
     int sequence_parallel;    /* effective only when tp > 1 */
+    int sp_local;             /* with SP: the column-parallel blocks' inputs h1, h2 are workspace in forward and
+                               * recomputed from x / xmid and rstd, then all-gathered again, in backward */
     int prefetch;
     int checkpoint;           /* activation checkpointing: keep only each layer's input */
     int abytes;               /* bytes per activation / compute-copy element: 4 (fp32) or 2 (bf16, plan only) */
@@ -29,7 +31,7 @@ typedef struct model {
     tp_shape sh;
     tp_ctx tp;
     fsdp_t fsdp;
-    fsdp_unit *units;        /* L layers, then the root (tied embeddings: no lm_head segment, see model.c) */
+    fsdp_unit *units;        /* L layers, then the embedding and the head (tied: one root unit; see model.c) */
     const ops_t *ops;
     model_opts o;
     int L, d, hd, Nt, Ns;

@@ -52,7 +52,7 @@ static _Noreturn void fail(int code) {
 }
 
 void run_cfg_defaults(run_cfg *c) {
-    *c = (run_cfg){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu",
+    *c = (run_cfg){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu", .sp_activations = "local",
                    .comm = "mpi", .dtype = NULL, .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0,
                    .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                    .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
@@ -139,6 +139,7 @@ static json_t *config_json(const run_t *R) {
     json_object_set_new(j, "eval_batches", json_integer(o->eval_batches));
     json_object_set_new(j, "init", o->init ? json_string(o->init) : json_null());
     json_object_set_new(j, "sequence_parallel", json_boolean(R->mo.sequence_parallel && R->mesh.tp > 1));
+    json_object_set_new(j, "sp_activations", json_string(R->mo.sp_local ? "local" : "gathered"));
     json_object_set_new(j, "prefetch", json_boolean(o->prefetch));
     json_object_set_new(j, "checkpoint_activations", json_boolean(o->ckpt));
     json_object_set_new(j, "backend", json_string(o->backend));
@@ -325,7 +326,9 @@ static int check_cfg(run_t *R) {
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
     if ((int64_t)R->B * R->T > (1 << 26)) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, 1 << 26);
-    R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .prefetch = o->prefetch,
+    int sp_local = !strcmp(o->sp_activations, "local");
+    if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
+    R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
                          .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2,
                          .attention_no_ws = !strcmp(o->backend, "cuda")};
     return 0;

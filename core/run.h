@@ -10,7 +10,8 @@
 
 /* What build/train's options set; strings point into argv or static text. */
 typedef struct run_cfg {
-    const char *model, *batch, *data, *eval_data, *init, *save, *out, *mem_budget, *schedule, *backend, *comm, *dtype;
+    const char *model, *batch, *data, *eval_data, *init, *save, *out, *mem_budget, *schedule, *backend, *comm, *dtype,
+               *sp_activations;
     const char *mem_reserve, *gpu;   /* --mem-reserve SIZE, --gpu NAME (core/gpus.h) */
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, ckpt, excluded, log_every;
     long long seed;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/t_memory.sh — design 6: the plan equals the measured tracked peak byte for byte (total and every
 # category, max over ranks) for every 8-rank mesh and 1x1 across batch sizes, sequence parallel on/off
-# and checkpointing on/off; the budget stops a run cleanly (exit 3, oom record); the planned max batch
+# checkpointing on/off and --sp-activations local/gathered; local's extra all-gather bytes in the comm
+# counters; the budget stops a run cleanly (exit 3, oom record); the planned max batch
 # runs and max+1 stops with oom; --plan of Llama 3.1 8B for every mesh; bad sizes.
 source "$(dirname "$0")/lib.sh"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -34,7 +35,36 @@ plan_vs_run 2x4_b3_nosp 2 4 3 --no-sequence-parallel
 plan_vs_run 4x2_b1_ckpt 4 2 1 --checkpoint-activations
 plan_vs_run 4x2_b4_noprefetch 4 2 4 --no-prefetch
 plan_vs_run 8x1_b2 8 1 2
+# --sp-activations: the runs above use the default (local); gathered saves the all-gathered inputs
+plan_vs_run 1x8_b2_gathered 1 8 2 --sp-activations gathered
+plan_vs_run 2x4_b3_gathered_ckpt 2 4 3 --sp-activations gathered --checkpoint-activations
+plan_vs_run 2x4_b2_ckpt 2 4 2 --checkpoint-activations
+plan_vs_run 4x2_b2_gathered 4 2 2 --sp-activations gathered
 plan_vs_run 8x1_b3_ckpt 8 1 3 --checkpoint-activations
+
+# --sp-activations local: same losses as gathered, fewer saved activation bytes, and exactly the extra
+# all-gather of the two column-parallel inputs [B*T, d] per layer and step (2x2 mesh, tiny: L = 4, d = 128)
+for m in local gathered; do
+  "${MPIRUN[@]}" -np 4 "$TR" --tp 2 --batch-size 2 "${COMMON[@]}" --sp-activations $m --out "$T/spa_$m.json" >"$T/spa_$m.log" 2>&1 \
+    || fail "mem_sp_activations_$m" "run failed: $(tail -2 "$T/spa_$m.log" | tr '\n' ' ')"
+done
+/usr/bin/python3 - "$T/spa_local.json" "$T/spa_gathered.json" <<'PY'
+import json, sys
+l, g = (json.load(open(p)) for p in sys.argv[1:3])
+ll = [s["loss"] for s in l["steps"]]; lg = [s["loss"] for s in g["steps"]]
+ok = len(ll) == 2 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(ll, lg))
+print("ok   mem_sp_local_same_losses" if ok else f"FAIL mem_sp_local_same_losses: {ll} vs {lg}")
+al, ag = l["memory"]["by_category"]["activations"], g["memory"]["by_category"]["activations"]
+print(f"ok   mem_sp_local_fewer_activations  ({al} < {ag})" if al < ag else f"FAIL mem_sp_local_fewer_activations: {al} vs {ag}")
+c = l["config"]; mdl = c["model"]
+steps, L, d, nt = c["steps"], mdl["num_hidden_layers"], mdl["hidden_size"], l["batch_size"] * c["seq_len"]
+want = steps * L * 2 * nt * d * 4
+got = l["comm"]["all_gather"]["bytes"] - g["comm"]["all_gather"]["bytes"]
+calls = l["comm"]["all_gather"]["calls"] - g["comm"]["all_gather"]["calls"]
+if got == want and calls == steps * L * 2: print(f"ok   mem_sp_local_extra_all_gather_bytes  ({got} bytes, {calls} calls)")
+else: print(f"FAIL mem_sp_local_extra_all_gather_bytes: {got} bytes / {calls} calls more, expected {want} / {steps * L * 2}")
+PY
+expect_exit mem_bad_sp_activations 2 "--sp-activations must be local or gathered" -- "$TR" --plan --sp-activations sharded
 
 # checkpointing: same losses, lower activation peak (1 rank, 4 steps)
 must mem_checkpoint_run_off "$TR" "${COMMON[@]}" --steps 4 --batch-size 4 --out "$T/nock.json" 2>/dev/null

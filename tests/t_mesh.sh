@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/t_mesh.sh — every mesh against the 1-rank run (design 4.7, 11): for a fixed global batch of 8
-# sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off and prefetch off variants, and the seven
-# meshes again with tied embeddings and llama3 rope_scaling) must give the
+# sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off, prefetch off and --sp-activations
+# gathered variants — the default is local — and the seven meshes again with tied embeddings and
+# llama3 rope_scaling) must give the
 # losses and gradient norms of `build/train` on one rank over 10 AdamW steps with clipping active, and
 # the same final parameters (saved from the sharded run). The model has GQA (KV = H/2) and a
 # vocabulary of 250, not divisible by 4 or 8, so padding and masking of the vocab-parallel loss is
@@ -47,6 +48,10 @@ run_mesh 2x4_nosp 2 4 --no-sequence-parallel
 run_mesh 4x2_noprefetch 4 2 --no-prefetch
 run_mesh 2x2_nosp_noprefetch 2 2 --no-sequence-parallel --no-prefetch
 run_mesh 2x2_ckpt 2 2 --checkpoint-activations
+# the runs above use --sp-activations local (the default); gathered saves the all-gathered inputs
+run_mesh 1x8_gathered 1 8 --sp-activations gathered
+run_mesh 2x4_gathered 2 4 --sp-activations gathered
+run_mesh 2x2_ckpt_gathered 2 2 --checkpoint-activations --sp-activations gathered
 
 # tied embeddings (one tensor is the embedding and lm_head, vocabulary-parallel by rows) with llama3
 # rope_scaling (hd 8: wavelengths 6.3 kept, 63 interpolated, 628 and 6283 divided): every mesh against
