@@ -6,16 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void fsdp_add_seg(fsdp_unit *u, const char *name, int64_t rows, int64_t cols, int split, int64_t full_rows,
-                  int64_t full_cols, int64_t row0, int64_t col0, int64_t valid_rows, int decay, int replicated, int ndim) {
+void fsdp_add_seg(fsdp_unit *u, const fsdp_seg *s) {
     if (u->nseg >= FSDP_MAX_SEGS) { fprintf(stderr, "fsdp: too many segments in %s\n", u->name); exit(1); }
-    fsdp_seg *s = &u->seg[u->nseg++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->off = u->numel; s->rows = rows; s->cols = cols; s->split = split;
-    s->full_rows = full_rows; s->full_cols = full_cols; s->row0 = row0; s->col0 = col0;
-    s->valid_rows = valid_rows; s->decay = decay; s->replicated = replicated; s->ndim = ndim;
-    u->numel += rows * cols;
+    fsdp_seg *d = &u->seg[u->nseg++];
+    *d = *s;
+    d->off = u->numel;
+    u->numel += s->rows * s->cols;
 }
 
 /* dp = 1 in fp32: the gathered view is the parameter buffer itself; otherwise a gathered copy

@@ -49,9 +49,10 @@ typedef struct fsdp {
     int gather_bytes;       /* bytes per element of gathered compute copies: 4 (fp32) or 2 (bf16, planning) */
 } fsdp_t;
 
-/* append a segment to a unit (offsets computed here) */
-void fsdp_add_seg(fsdp_unit *u, const char *name, int64_t rows, int64_t cols, int split, int64_t full_rows,
-                  int64_t full_cols, int64_t row0, int64_t col0, int64_t valid_rows, int decay, int replicated, int ndim);
+/* append a copy of *s to a unit; its offset in the unit's buffer is computed here. Build s with
+ * designated initialisers: name, local shape (rows, cols), split, full shape (full_rows, full_cols),
+ * origin (row0, col0), valid_rows, decay, replicated, ndim; fields left out are zero. */
+void fsdp_add_seg(fsdp_unit *u, const fsdp_seg *s);
 /* pads every unit and allocates params, grads and optimizer state of the owned slices (zeroed) */
 void fsdp_alloc_state(fsdp_t *f);
 void fsdp_free_state(fsdp_t *f);

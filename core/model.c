@@ -23,37 +23,46 @@ enum { R_EMB, R_NORM, R_HEAD };                                      /* root uni
 #define WSZ(n) mem_calloc(MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
 #define WS32(n) mem_alloc(MEM_WORKSPACE, (size_t)(n) * sizeof(float))
 
+/* The unit tables: one row per HF tensor, in HF order. Norm weights are replicated on every TP rank;
+ * q, k, v, gate, up, the embedding and lm_head are split by rows (column parallel), o and down by
+ * columns (row parallel). Fields left out are zero. */
 static void add_layer_unit(model_t *M, fsdp_unit *u, int i) {
     const model_config *c = &M->cfg;
     int d = c->hidden_size, hd = M->hd, t = M->mesh.tp_rank;
     int H = c->num_attention_heads, KV = c->num_key_value_heads, f = c->intermediate_size;
     const tp_shape *s = &M->sh;
-    char n[96];
-#define NAME(fmt) (snprintf(n, sizeof n, "model.layers.%d." fmt, i), n)
+    const int64_t q = (int64_t)s->Hl * hd, kv = (int64_t)s->KVl * hd, fl = s->fl, qf = (int64_t)H * hd, kvf = (int64_t)KV * hd;
+    const fsdp_seg seg[] = {
+        [S_IN]   = {.name = "input_layernorm.weight",          .rows = 1,  .cols = d,  .split = SPLIT_NONE, .full_rows = 1,   .full_cols = d,                 .valid_rows = 1,  .replicated = 1, .ndim = 1},
+        [S_Q]    = {.name = "self_attn.q_proj.weight",         .rows = q,  .cols = d,  .split = SPLIT_ROWS, .full_rows = qf,  .full_cols = d,  .row0 = t * q,  .valid_rows = q,  .decay = 1,      .ndim = 2},
+        [S_K]    = {.name = "self_attn.k_proj.weight",         .rows = kv, .cols = d,  .split = SPLIT_ROWS, .full_rows = kvf, .full_cols = d,  .row0 = t * kv, .valid_rows = kv, .decay = 1,      .ndim = 2},
+        [S_V]    = {.name = "self_attn.v_proj.weight",         .rows = kv, .cols = d,  .split = SPLIT_ROWS, .full_rows = kvf, .full_cols = d,  .row0 = t * kv, .valid_rows = kv, .decay = 1,      .ndim = 2},
+        [S_O]    = {.name = "self_attn.o_proj.weight",         .rows = d,  .cols = q,  .split = SPLIT_COLS, .full_rows = d,   .full_cols = qf, .col0 = t * q,  .valid_rows = d,  .decay = 1,      .ndim = 2},
+        [S_POST] = {.name = "post_attention_layernorm.weight", .rows = 1,  .cols = d,  .split = SPLIT_NONE, .full_rows = 1,   .full_cols = d,                 .valid_rows = 1,  .replicated = 1, .ndim = 1},
+        [S_GATE] = {.name = "mlp.gate_proj.weight",            .rows = fl, .cols = d,  .split = SPLIT_ROWS, .full_rows = f,   .full_cols = d,  .row0 = t * fl, .valid_rows = fl, .decay = 1,      .ndim = 2},
+        [S_UP]   = {.name = "mlp.up_proj.weight",              .rows = fl, .cols = d,  .split = SPLIT_ROWS, .full_rows = f,   .full_cols = d,  .row0 = t * fl, .valid_rows = fl, .decay = 1,      .ndim = 2},
+        [S_DOWN] = {.name = "mlp.down_proj.weight",            .rows = d,  .cols = fl, .split = SPLIT_COLS, .full_rows = d,   .full_cols = f,  .col0 = t * fl, .valid_rows = d,  .decay = 1,      .ndim = 2},
+    };
+    _Static_assert(sizeof seg / sizeof seg[0] == S_DOWN + 1, "one row per layer segment");
     snprintf(u->name, sizeof u->name, "layer%d", i);
-    fsdp_add_seg(u, NAME("input_layernorm.weight"), 1, d, SPLIT_NONE, 1, d, 0, 0, 1, 0, 1, 1);
-    fsdp_add_seg(u, NAME("self_attn.q_proj.weight"), (int64_t)s->Hl * hd, d, SPLIT_ROWS, (int64_t)H * hd, d,
-                 (int64_t)t * s->Hl * hd, 0, (int64_t)s->Hl * hd, 1, 0, 2);
-    fsdp_add_seg(u, NAME("self_attn.k_proj.weight"), (int64_t)s->KVl * hd, d, SPLIT_ROWS, (int64_t)KV * hd, d,
-                 (int64_t)t * s->KVl * hd, 0, (int64_t)s->KVl * hd, 1, 0, 2);
-    fsdp_add_seg(u, NAME("self_attn.v_proj.weight"), (int64_t)s->KVl * hd, d, SPLIT_ROWS, (int64_t)KV * hd, d,
-                 (int64_t)t * s->KVl * hd, 0, (int64_t)s->KVl * hd, 1, 0, 2);
-    fsdp_add_seg(u, NAME("self_attn.o_proj.weight"), d, (int64_t)s->Hl * hd, SPLIT_COLS, d, (int64_t)H * hd,
-                 0, (int64_t)t * s->Hl * hd, d, 1, 0, 2);
-    fsdp_add_seg(u, NAME("post_attention_layernorm.weight"), 1, d, SPLIT_NONE, 1, d, 0, 0, 1, 0, 1, 1);
-    fsdp_add_seg(u, NAME("mlp.gate_proj.weight"), s->fl, d, SPLIT_ROWS, f, d, (int64_t)t * s->fl, 0, s->fl, 1, 0, 2);
-    fsdp_add_seg(u, NAME("mlp.up_proj.weight"), s->fl, d, SPLIT_ROWS, f, d, (int64_t)t * s->fl, 0, s->fl, 1, 0, 2);
-    fsdp_add_seg(u, NAME("mlp.down_proj.weight"), d, s->fl, SPLIT_COLS, d, f, 0, (int64_t)t * s->fl, d, 1, 0, 2);
-#undef NAME
+    for (int k = 0; k <= S_DOWN; k++) {
+        fsdp_seg g = seg[k];
+        snprintf(g.name, sizeof g.name, "model.layers.%d.%.60s", i, seg[k].name);
+        fsdp_add_seg(u, &g);
+    }
 }
 
 static void add_root_unit(model_t *M, fsdp_unit *u) {
     const tp_shape *s = &M->sh;
     int d = M->d, V = M->cfg.vocab_size;
+    const fsdp_seg seg[] = {
+        [R_EMB]  = {.name = "model.embed_tokens.weight", .rows = s->Vl, .cols = d, .split = SPLIT_ROWS, .full_rows = V, .full_cols = d, .row0 = s->v_start, .valid_rows = s->v_valid, .decay = 1,      .ndim = 2},
+        [R_NORM] = {.name = "model.norm.weight",         .rows = 1,     .cols = d, .split = SPLIT_NONE, .full_rows = 1, .full_cols = d,                      .valid_rows = 1,          .replicated = 1, .ndim = 1},
+        [R_HEAD] = {.name = "lm_head.weight",            .rows = s->Vl, .cols = d, .split = SPLIT_ROWS, .full_rows = V, .full_cols = d, .row0 = s->v_start, .valid_rows = s->v_valid, .decay = 1,      .ndim = 2},
+    };
+    _Static_assert(sizeof seg / sizeof seg[0] == R_HEAD + 1, "one row per root segment");
     snprintf(u->name, sizeof u->name, "root");
-    fsdp_add_seg(u, "model.embed_tokens.weight", s->Vl, d, SPLIT_ROWS, V, d, s->v_start, 0, s->v_valid, 1, 0, 2);
-    fsdp_add_seg(u, "model.norm.weight", 1, d, SPLIT_NONE, 1, d, 0, 0, 1, 0, 1, 1);
-    fsdp_add_seg(u, "lm_head.weight", s->Vl, d, SPLIT_ROWS, V, d, s->v_start, 0, s->v_valid, 1, 0, 2);
+    for (int k = 0; k <= R_HEAD; k++) fsdp_add_seg(u, &seg[k]);
 }
 
 int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tpg, comm_group *dpg,
