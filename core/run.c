@@ -69,6 +69,7 @@ typedef struct run {
     int have_plan;
     const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
     int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
+    int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
     json_t *hosts;               /* distinct host names of the ranks */
     /* the engine of a run */
     const ops_t *ops;
@@ -201,6 +202,9 @@ static int write_record(run_t *R, const char *status, const char *error, const u
     json_object_set_new(mem, "device", R->dev_total ? json_pack("{s:I, s:I, s:I}", "total", (json_int_t)R->dev_total,
                         "used_at_end", (json_int_t)R->dev_used, "untracked_at_end",
                         (json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)) : json_null());
+    /* the high-water mark of the pool behind the tracked allocations: the tracked peak plus what the
+     * pool keeps for reuse (block rounding, fragmentation) */
+    json_object_set_new(mem, "device_pool_reserved", R->dev_total ? json_integer((json_int_t)R->pool_reserved) : json_null());
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "comm", record_comm(comm_get_stats()));
     char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -549,6 +553,9 @@ static int end_run(run_t *R, int code, run_result *res) {
         size_t fb = 0, tb = 0;
         cuda_mem_info(&fb, &tb);
         R->dev_total = (int64_t)tb; R->dev_used = (int64_t)(tb - fb);
+        uint64_t pool_now = 0, pool_high = 0;
+        cuda_pool_reserved(&pool_now, &pool_high);
+        R->pool_reserved = (int64_t)pool_high;
     }
 #endif
     max_mem_over_ranks(peaks, &total);

@@ -50,6 +50,11 @@ r = json.load(open(sys.argv[2])); m = r["memory"]
 ok = m["planned"]["peak"] == m["peak"] and m["planned"]["by_category"] == m["by_category"] and r["env"]["backend"] == "cuda"
 print(f"ok   cuda_engine_emu_{sys.argv[1]}_plan_equals_measured" if ok else
       f"FAIL cuda_engine_emu_{sys.argv[1]}_plan_equals_measured: {m['planned']} vs {m['peak']} {m['by_category']}")
+# the pool behind the tracked allocations holds at least their peak
+pr = m.get("device_pool_reserved")
+print(f"ok   cuda_engine_emu_{sys.argv[1]}_pool_reserved  ({pr} for a tracked peak of {m['peak']})"
+      if isinstance(pr, int) and pr >= m["peak"] > 0 else
+      f"FAIL cuda_engine_emu_{sys.argv[1]}_pool_reserved: {pr} for a tracked peak of {m['peak']}")
 PY
   else
     fail "cuda_engine_emu_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"
