@@ -48,7 +48,10 @@ double comm_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 static void count(comm_kind k, size_t bytes, double ms) { g_stats.calls[k]++; g_stats.bytes[k] += bytes; g_stats.ms[k] += ms; }
-const comm_stats *comm_get_stats(void) { return &g_stats; }
+/* NCCL collectives are timed with CUDA events on their stream (comm_nccl.c): their times are
+ * added here, when the statistics are read after the step's synchronisation; their calls count
+ * 0 ms of host time (enqueueing them is not communicating) */
+const comm_stats *comm_get_stats(void) { comm_nccl_collect_ms(g_stats.ms); return &g_stats; }
 void comm_reset_stats(void) { memset(&g_stats, 0, sizeof g_stats); }
 void comm_set_rs_algo(comm_rs_algo a) { g_rs = a; }
 comm_rs_algo comm_get_rs_algo(void) { return g_rs; }
@@ -143,6 +146,7 @@ static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_O
     double t0 = comm_now_ms();
     if (device && g->nccl) {
         comm_nccl_all_reduce(g->nccl, buf, n, op == MPI_MAX, (int)esz);
+        t0 = comm_now_ms();
     } else if (device && g_dev) {
         void *h = host_buf(0, n * esz);
         g_dev->to_host(h, buf, n * esz);
@@ -187,7 +191,7 @@ void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, co
     if (g->null) return;
     if (g->size == 1) { dcopy(recv, send, n * (size_t)t); return; }
     double t0 = comm_now_ms();
-    if (g->nccl) comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL);
+    if (g->nccl) { comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL); t0 = comm_now_ms(); }
     else mpi_all_gather(g, recv, send, n, t);
     count(COMM_ALL_GATHER, n * g->size * (size_t)t, comm_now_ms() - t0);
 }
@@ -208,6 +212,7 @@ void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_
     size_t all = n * g->size;
     if (g->nccl) {
         comm_nccl_reduce_scatter(g->nccl, recv, buf, n, (int)esz);
+        t0 = comm_now_ms();
     } else {
         void *b = buf;
         if (g_dev) { b = host_buf(0, all * esz); g_dev->to_host(b, buf, all * esz); }
@@ -233,6 +238,7 @@ void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
     double t0 = comm_now_ms();
     if (g->nccl) {
         comm_nccl_broadcast(g->nccl, buf, n, root);
+        t0 = comm_now_ms();
     } else if (g_dev) {
         float *h = host_buf(0, n * sizeof(float));
         g_dev->to_host(h, buf, n * sizeof(float));
@@ -277,6 +283,7 @@ void comm_wait(comm_req *r) {
     double t0 = comm_now_ms();
     if (r->event) {
         comm_nccl_wait(r->event);
+        t0 = comm_now_ms();
     } else {
         wait_req((MPI_Request *)r->mpi_req);
         free(r->mpi_req);

@@ -76,6 +76,7 @@ typedef struct run {
     int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
     gpus_budget gb;              /* --mem-budget / --mem-reserve / --gpu, resolved */
     gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
+    int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
     json_t *hosts;               /* distinct host names of the ranks */
     /* the engine of a run */
     const ops_t *ops;
@@ -220,6 +221,9 @@ static int write_record(run_t *R, const char *status, const char *error, const u
         }
     }
     json_object_set_new(mem, "device", dev);
+    /* the high-water mark of the pool behind the tracked allocations: the tracked peak plus what the
+     * pool keeps for reuse (block rounding, fragmentation) */
+    json_object_set_new(mem, "device_pool_reserved", R->dev_total ? json_integer((json_int_t)R->pool_reserved) : json_null());
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "comm", record_comm(comm_get_stats()));
     char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -701,6 +705,9 @@ static int end_run(run_t *R, int code, run_result *res) {
         size_t fb = 0, tb = 0;
         cuda_mem_info(&fb, &tb);
         R->dev_total = (int64_t)tb; R->dev_used = (int64_t)(tb - fb);
+        uint64_t pool_now = 0, pool_high = 0;
+        cuda_pool_reserved(&pool_now, &pool_high);
+        R->pool_reserved = (int64_t)pool_high;
     }
 #endif
     max_mem_over_ranks(peaks, &total);

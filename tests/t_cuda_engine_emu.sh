@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # tests/t_cuda_engine_emu.sh — the whole engine on the CUDA backend, without a GPU: build/train is
 # linked against kernels/cuda/*.cu compiled for the host emulator (kernels/cuda/cuda_emu.cuh), so the
-# device code paths of the engine run for real: device allocation through ops_cuda, host<->device
-# copies of tokens and losses, FSDP and TP collectives on device buffers through the host-staged MPI
-# fallback (2 ranks "share" the emulator's one GPU, as ranks sharing a GPU do). Losses must match the
-# CPU backend; the plan must equal the measured peak on the device backend too. NCCL itself is not
-# emulated (it needs real GPUs).
+# device code paths of the engine run for real: device allocation through ops_cuda's stream-ordered
+# pool, host<->device copies of tokens and losses, FSDP and TP collectives on device buffers through
+# the host-staged MPI fallback (2 ranks "share" the emulator's one GPU, as ranks sharing a GPU do),
+# and through core/comm_nccl.c over the emulated NCCL (kernels/cuda/nccl_emu.cuh: one emulated GPU
+# per rank, collectives carried by MPI when their stream reaches them). Work runs lazily with the
+# streams interleaved by MESHSWEEP_EMU_SEED, different for each run, so a missing event wait between
+# the NCCL and compute streams or a premature free shows up as a wrong loss or an emulator error.
+# Losses must match the CPU backend; the plan must equal the measured peak on the device backend
+# too; after the first step a step makes no cudaMalloc, cudaFree or device synchronisation (the
+# emulator's counters); a failing ncclGetUniqueId or ncclCommInitRank ends every rank with one line.
 source "$(dirname "$0")/lib.sh"
 # the emulator builds with g++ on its own, not with the sanitizer build: it runs in the plain suite only
 case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
@@ -18,8 +23,9 @@ for f in kernels/cuda/[a-z]*.cu; do
       -c "$f" -o "$O/obj/cu_$(basename "$f" .cu).o" 2>>"$log" || { fail cuda_engine_emu_build "$f: $(head -5 "$log")"; exit 1; }
 done
 for f in core/*.c kernels/cpu/*.c; do
-  def=-DMESHSWEEP_CUDA; [ "$f" = core/comm_nccl.c ] && def=   # NCCL is not emulated: its stubs
-  mpicc -std=c11 -D_GNU_SOURCE -O2 $def -I. -I$BLAS_INC -c "$f" -o "$O/obj/$(echo "$f" | tr / _).o" 2>>"$log" \
+  lang=(-std=c11)   # comm_nccl.c: C++ against the emulated CUDA runtime and NCCL (kernels/cuda/nccl_emu.cuh)
+  [ "$f" = core/comm_nccl.c ] && lang=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -DOMPI_SKIP_MPICXX -Wall -Wextra -Wno-unknown-pragmas)
+  mpicc "${lang[@]}" -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC -c "$f" -o "$O/obj/$(echo "$f" | tr / _).o" 2>>"$log" \
     || { fail cuda_engine_emu_build "$f: $(head -5 "$log")"; exit 1; }
 done
 mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC bench/train.c "$O"/obj/*.o \
@@ -44,6 +50,11 @@ r = json.load(open(sys.argv[2])); m = r["memory"]
 ok = m["planned"]["peak"] == m["peak"] and m["planned"]["by_category"] == m["by_category"] and r["env"]["backend"] == "cuda"
 print(f"ok   cuda_engine_emu_{sys.argv[1]}_plan_equals_measured" if ok else
       f"FAIL cuda_engine_emu_{sys.argv[1]}_plan_equals_measured: {m['planned']} vs {m['peak']} {m['by_category']}")
+# the pool behind the tracked allocations holds at least their peak
+pr = m.get("device_pool_reserved")
+print(f"ok   cuda_engine_emu_{sys.argv[1]}_pool_reserved  ({pr} for a tracked peak of {m['peak']})"
+      if isinstance(pr, int) and pr >= m["peak"] > 0 else
+      f"FAIL cuda_engine_emu_{sys.argv[1]}_pool_reserved: {pr} for a tracked peak of {m['peak']}")
 PY
   else
     fail "cuda_engine_emu_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"
@@ -52,6 +63,77 @@ PY
 run 1x1 1 1 2
 run 1x2_sp 2 2 2
 run 2x1_fsdp 2 1 1
+# core/comm_nccl.c over the emulated NCCL: one emulated GPU per rank, a different seed per run
+# (one layer and T = 8 keep the emulator's time down; the CPU reference is the same small run)
+cat > "$T/m1.json" <<'JSON'
+{"vocab_size": 250, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}
+JSON
+SMALL=(--model "$T/m1.json" --seq-len 8 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
+"$BUILD/train" "${SMALL[@]}" --batch-size 2 --out "$T/cpu_small.json" 2>"$T/cpu_small.err" || fail cuda_engine_emu_cpu_small_ref "$(tail -2 "$T/cpu_small.err")"
+run_nccl() { # NAME NP TP B SEED
+  local name=$1 np=$2 tp=$3 b=$4 seed=$5
+  if MESHSWEEP_EMU_DEVICES=4 MESHSWEEP_EMU_SEED=$seed timeout 600 "${MPIRUN[@]}" -np "$np" "$O/train" "${SMALL[@]}" \
+       --backend cuda --dtype fp32 --tp "$tp" --batch-size "$b" --comm nccl --out "$T/$name.json" >"$T/$name.log" 2>&1; then
+    /usr/bin/python3 tests/tools/compare.py runs "cuda_engine_emu_${name}_losses" "$T/cpu_small.json" "$T/$name.json" 1e-4 1e-3
+  else
+    fail "cuda_engine_emu_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"
+  fi
+}
+run_nccl nccl_1x2 2 2 2 11
+run_nccl nccl_2x1 2 1 1 12
+run_nccl nccl_2x2 4 2 1 13
+for n in nccl_1x2 nccl_2x1 nccl_2x2; do
+  [ -s "$T/$n.json" ] || continue
+  /usr/bin/python3 - "$n" "$T/$n.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2])); st = r["steps"]; c = r["comm"]
+# the all-gathers and reduce-scatters run on NCCL only: their ms come from CUDA events on the NCCL
+# stream (here the host time of the emulated collectives, well above 1 ms), not from the host time
+# of enqueueing them (microseconds); every step's comm_ms lies within the step
+ok = (c["all_gather"]["ms"] > 1 and c["reduce_scatter"]["ms"] > 1 and
+      all(0 <= s["comm_ms"] <= s["ms"] and s["compute_ms"] >= 0 for s in st))
+print(f"ok   cuda_engine_emu_{sys.argv[1]}_comm_ms_from_events" if ok else
+      f"FAIL cuda_engine_emu_{sys.argv[1]}_comm_ms_from_events: comm {c}, steps {[(s['ms'], s['comm_ms']) for s in st]}")
+PY
+done
+# NCCL setup failures: rank 0 cannot make the unique id, or one rank's init fails: every rank
+# exits non-zero (none hangs: timeout 300), with one error line in all
+nccl_fault() { # NAME FAULT NP TP
+  local name=$1 fault=$2 np=$3 tp=$4
+  MESHSWEEP_EMU_DEVICES=4 MESHSWEEP_EMU_NCCL_FAIL=$fault timeout 300 "${MPIRUN[@]}" -np "$np" "$O/train" "${COMMON[@]}" \
+    --backend cuda --dtype fp32 --tp "$tp" --batch-size 1 --comm nccl --out "$T/$name.json" >"$T/$name.log" 2>&1
+  local rc=$? lines
+  lines=$(grep -c "NCCL" "$T/$name.log")
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$lines" -eq 1 ] && [ ! -e "$T/$name.json" ]; then ok "cuda_engine_emu_$name"
+  else fail "cuda_engine_emu_$name" "exit $rc (124: hung), $lines NCCL lines: $(tr '\n' ' ' < "$T/$name.log" | cut -c1-300)"; fi
+}
+nccl_fault nccl_unique_id_fails unique_id 2 2
+nccl_fault nccl_init_fails_on_one_rank init:1 4 2
+# after step 1 a step makes no cudaMalloc, cudaFree or device-wide synchronisation: the emulator's
+# counts for 3 steps equal those for 1 step (everything else in the run is the same), and so does
+# the pool's growth, while the pool allocations grow with the steps. The same
+# comparison without the pool (MESHSWEEP_CUDA_POOL=0: cudaMalloc per buffer; 1 and 2 steps) must differ, or the
+# comparison could not see per-step allocations.
+counts() { # NAME STEPS POOL
+  rm -f "$T/st_$1".*
+  MESHSWEEP_CUDA_POOL=$3 MESHSWEEP_EMU_DEVICES=4 MESHSWEEP_EMU_STATS="$T/st_$1" timeout 600 "${MPIRUN[@]}" -np 2 "$O/train" \
+    --model "$T/m1.json" --seq-len 8 --steps "$2" --data "$BUILD/data/kjv/train.bin" --log-every 100 --backend cuda \
+    --dtype fp32 --tp 1 --batch-size 1 --comm nccl --out "$T/$1.json" >"$T/$1.log" 2>&1 \
+    || { fail "cuda_engine_emu_counts_$1" "run failed: $(tail -2 "$T/$1.log" | tr '\n' ' ')"; return; }
+  # summed over the ranks; pool_grow: the pool reserving more (the device-side counterpart of a cudaMalloc)
+  cat "$T/st_$1".* | awk '{s[$1]+=$2} END {printf "cudaMalloc %d cudaFree %d cudaDeviceSynchronize %d pool_grow %d cudaMallocAsync %d\n",
+    s["cudaMalloc"], s["cudaFree"], s["cudaDeviceSynchronize"], s["pool_grow"], s["cudaMallocAsync"]}' > "$T/$1.counts"
+}
+counts pool1 1 1; counts pool3 3 1; counts nopool1 1 0; counts nopool3 2 0
+if [ -s "$T/pool1.counts" ] && [ -s "$T/pool3.counts" ] && [ -s "$T/nopool1.counts" ] && [ -s "$T/nopool3.counts" ]; then
+  p1=$(cut -d' ' -f1-8 "$T/pool1.counts"); p3=$(cut -d' ' -f1-8 "$T/pool3.counts")
+  a1=$(cut -d' ' -f10 "$T/pool1.counts"); a3=$(cut -d' ' -f10 "$T/pool3.counts")
+  if [ "$p1" = "$p3" ] && [ "$a3" -gt "$a1" ]; then ok "cuda_engine_emu_step_makes_no_malloc_free_or_device_sync  ($p3; cudaMallocAsync $a1 -> $a3)"
+  else fail cuda_engine_emu_step_makes_no_malloc_free_or_device_sync "1 step: $(cat "$T/pool1.counts"); 3 steps: $(cat "$T/pool3.counts")"; fi
+  if [ "$(cat "$T/nopool1.counts")" != "$(cat "$T/nopool3.counts")" ]; then ok cuda_engine_emu_counts_see_per_step_cudaMalloc
+  else fail cuda_engine_emu_counts_see_per_step_cudaMalloc "without the pool 1 and 2 steps counted the same: $(cat "$T/nopool3.counts")"; fi
+fi
 # bf16 mixed precision (ops_cuda_bf16: bf16 activations and gathered copies, fp32 masters, grads and
 # AdamW): the loss follows the fp32 CPU run to bf16 accuracy (2e-2 relative: activations carry 8
 # mantissa bits), on one rank and with FSDP + TP collectives in bf16 over host-staged MPI

@@ -5,7 +5,8 @@
  * datasheet peak for MFU — and the bf16 GEMM path (fp32 accumulation) that `--dtype bf16` builds on.
  * Only present in builds with MESHSWEEP_CUDA (the Makefile defines it when nvcc is found).
  * It also declares `ops_cuda_bf16`, the bf16 mixed-precision op table (below).
- * What it is not: an allocator: memory still goes through core/mem, which calls ops_cuda.dev_alloc.
+ * What it is not: an allocator: memory still goes through core/mem, which calls ops_cuda.dev_alloc
+ * (a stream-ordered pool, kernels/cuda/ops_cuda.cu).
  *
  * Device selection must happen before the first op: the cuBLAS handle is created lazily, on the
  * device that is current at the first matmul, and stays bound to it.
@@ -34,6 +35,9 @@ const char *cuda_device_name(void);
  * H100/H200 SXM (and GH200) 989, H100 PCIe 756, H100 NVL 835, A100 312; 0 when unknown
  * (the engine then needs --peak-tflops for MFU). */
 double cuda_peak_bf16_tflops(const char *name);
+/* Bytes the stream-ordered pool behind ops_cuda.dev_alloc reserves on the device now, and its
+ * high-water mark (0, 0 before the first allocation, or when the pool is not used). */
+void cuda_pool_reserved(uint64_t *now_b, uint64_t *high_b);
 
 /* ---- bf16 path (bf16 storage as uint16_t bit patterns, fp32 accumulation in cuBLAS) ---- */
 /* dst[i] = bf16(src[i]) rounded to nearest even; and back. Device pointers. */

@@ -50,7 +50,8 @@ static inline void cublas_check_(cublasStatus_t s, const char *what, const char 
 #ifdef MESHSWEEP_CUDA_EMU
 #define LAUNCH(kernel, grid, block, smem, ...)                                         \
     do {                                                                               \
-        emu_launch((grid), (block), (smem), [=] { kernel(__VA_ARGS__); });             \
+        emu_launch((grid), (block), (smem), (cudaStream_t)0, #kernel,                 \
+                   [](auto... a_) { kernel(a_...); }, __VA_ARGS__);                    \
         cudaCheck(cudaGetLastError());                                                 \
     } while (0)
 #define DYNAMIC_SMEM(type, name) type *name = (type *)emu_dynamic_smem()

@@ -2,7 +2,7 @@
  * peak for MFU, and the process's one cuBLAS handle.
  *
  * What it is: the cuda_* helpers of kernels/cuda/cuda_backend.h that are not arithmetic.
- * What it is not: an allocator or a stream manager: every op runs on the legacy default stream,
+ * What it is not: an allocator (ops_cuda.cu) or a stream manager: every op runs on the legacy default stream,
  * so host-side copies (to_host/from_host) order themselves after the kernels before them.
  */
 #include "kernels/cuda/cuda_common.cuh"

@@ -11,8 +11,8 @@
  * type S (cuda_common.cuh): S = float is ops_cuda, S = bf16s is what ops_cuda_bf16.cu builds its
  * table from (load to float, compute in float, round once on store). cload/cstore are the identity
  * for float, so the fp32 instantiation computes exactly what the untemplated fp32 code did.
- * What it is not: the bf16 table (ops_cuda_bf16.cu), nor an allocator policy: dev_alloc is cudaMalloc
- * (never managed memory) and core/mem does the tracking.
+ * What it is not: the bf16 table (ops_cuda_bf16.cu), nor the tracking: dev_alloc takes memory from
+ * the device's stream-ordered pool (cudaMallocAsync, never managed memory) and core/mem tracks it.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -427,22 +427,77 @@ static void cu_from_host(void *dst, const void *host_src, size_t bytes) {
     if (bytes) cudaCheck(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
 }
 
+/* ---- device memory: a stream-ordered pool ----------------------------------------------------
+ * Every engine buffer comes from the device's default memory pool through cudaMallocAsync and goes
+ * back through cudaFreeAsync, both on the legacy stream, where all the engine's kernels run: a
+ * freed block is reused by the next allocation in stream order, so a step makes no cudaMalloc,
+ * cudaFree or device synchronisation once the pool holds its peak (the release threshold keeps
+ * the memory in the pool across synchronisations). Memory the NCCL stream uses is ordered by the
+ * events of core/comm_nccl.c: the legacy stream has waited for every collective before it frees.
+ * MESHSWEEP_CUDA_POOL=0 uses cudaMalloc/cudaFree instead (for comparisons), as does a device
+ * without memory pools. core/mem still tracks what the engine asked for; the pool's reserved
+ * bytes are reported by cuda_pool_reserved(). */
+static cudaMemPool_t g_pool;
+static int g_pool_state; /* 0 not decided, 1 pool, -1 cudaMalloc */
+
+static int use_pool(void) {
+    if (g_pool_state) return g_pool_state > 0;
+    g_pool_state = -1;
+    const char *e = getenv("MESHSWEEP_CUDA_POOL");
+    int dev = 0, supported = 0;
+    if (e && e[0] == '0') return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess || !supported ||
+        cudaDeviceGetDefaultMemPool(&g_pool, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    uint64_t keep = UINT64_MAX; /* never give memory back at a synchronisation */
+    cudaCheck(cudaMemPoolSetAttribute(g_pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    g_pool_state = 1;
+    return 1;
+}
+
 /* NULL means out of memory (core/mem turns it into the budget/oom path), never an abort; a zero-byte
  * request still gets a unique pointer, as on the CPU */
 static void *cu_dev_alloc(size_t bytes) {
     void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 256) != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear it: an allocation failure must not poison later checks */
-        return NULL;
+    if (!bytes) bytes = 256;
+    if (use_pool()) {
+        if (cudaMallocAsync(&p, bytes, 0) == cudaSuccess) return p;
+        /* free blocks of other sizes may be what is missing: give them back and try once more
+           (a synchronisation, on the way to an out-of-memory only) */
+        (void)cudaGetLastError();
+        cudaCheck(cudaStreamSynchronize(0));
+        cudaCheck(cudaMemPoolTrimTo(g_pool, 0));
+        if (cudaMallocAsync(&p, bytes, 0) == cudaSuccess) return p;
+    } else if (cudaMalloc(&p, bytes) == cudaSuccess) {
+        return p;
     }
-    return p;
+    (void)cudaGetLastError(); /* clear it: an allocation failure must not poison later checks */
+    return NULL;
 }
 
 static void cu_dev_free(void *p) {
-    if (p) cudaCheck(cudaFree(p));
+    if (!p) return;
+    if (g_pool_state > 0) cudaCheck(cudaFreeAsync(p, 0));
+    else cudaCheck(cudaFree(p));
 }
 
-static void cu_synchronize(void) { cudaCheck(cudaDeviceSynchronize()); }
+extern "C" void cuda_pool_reserved(uint64_t *now_b, uint64_t *high_b) {
+    uint64_t now = 0, high = 0;
+    if (g_pool_state > 0 && (cudaMemPoolGetAttribute(g_pool, cudaMemPoolAttrReservedMemCurrent, &now) != cudaSuccess ||
+                             cudaMemPoolGetAttribute(g_pool, cudaMemPoolAttrReservedMemHigh, &high) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        now = high = 0;
+    }
+    if (now_b) *now_b = now;
+    if (high_b) *high_b = high;
+}
+
+/* the legacy stream, not the device: every engine kernel runs on it, and it has waited for every
+ * collective of the NCCL stream (core/comm_nccl.c) */
+static void cu_synchronize(void) { cudaCheck(cudaStreamSynchronize(0)); }
 static void cu_to_compute(void *dst, const float *src, size_t n) {
     if (n && dst != src) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
 }
