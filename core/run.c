@@ -324,12 +324,12 @@ static int check_cfg(run_t *R) {
         R->max_batch = 1; R->B = 1;
     } else {
         long long b;
-        if (parse_int(o->batch, 1, 1 << 24, &b)) BAD("--batch-size must be a positive integer or max (got '%s')", o->batch);
+        if (parse_int(o->batch, 1, PLAN_MAX_BATCH, &b)) BAD("--batch-size must be a positive integer or max (got '%s')", o->batch);
         R->B = (int)b;
     }
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
-    if ((int64_t)R->B * R->T > (1 << 26)) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
-                                               R->B, R->T, (long long)R->B * R->T, 1 << 26);
+    if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
+                                               R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
     int sp_local = !strcmp(o->sp_activations, "local");
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,

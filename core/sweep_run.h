@@ -9,13 +9,14 @@
 #include <limits.h>
 #include <stddef.h>
 
+#include "core/plan.h"   /* the engine's batch limits, one definition */
 #include "core/sweep_report.h"
 #include "core/sweep_spec.h"
 
 /* The engine's own bounds on a run's batch (build/train refuses anything larger): batch per DP
  * rank at most 2^24 and batch x seq_len at most 2^26 tokens per rank. The max-batch search stops there. */
-#define SWEEP_ENGINE_MAX_BATCH (1 << 24)
-#define SWEEP_ENGINE_MAX_TOKENS_PER_RANK (1 << 26)
+#define SWEEP_ENGINE_MAX_BATCH PLAN_MAX_BATCH
+#define SWEEP_ENGINE_MAX_TOKENS_PER_RANK PLAN_MAX_TOKENS
 int sweep_engine_max_batch(int seq_len);
 
 typedef struct sweep_run_opts {

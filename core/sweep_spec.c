@@ -23,7 +23,7 @@ static const struct { const char *key; int required; } spec_keys[] = {
     {"lr", 1}, {"mem_budget", 0}, {"batch_size", 0}, {"global_batch", 0}, {"data", 1},
     {"eval_data", 0}, {"eval_every", 0}, {"backend", 0}, {"launcher", 0}, {"timeout_s", 0},
     {"seed", 0}, {"schedule", 0}, {"warmup", 0}, {"grad_clip", 0}, {"weight_decay", 0},
-    {"sequence_parallel", 0}, {"prefetch", 0}, {"checkpoint_activations", 0}, {"extra_args", 0},
+    {"sequence_parallel", 0}, {"prefetch", 0}, {"checkpoint_activations", 0}, {"sp_activations", 0}, {"extra_args", 0},
     {"results_dir", 0}, {"target_loss", 0}, {"gpu", 0},
 };
 #define N_SPEC_KEYS ((int)(sizeof spec_keys / sizeof spec_keys[0]))
@@ -178,6 +178,7 @@ static const struct { const char *opt, *key; } owned_opts[] = {
     {"--weight-decay", "weight_decay"}, {"--sequence-parallel", "sequence_parallel"},
     {"--no-sequence-parallel", "sequence_parallel"}, {"--prefetch", "prefetch"}, {"--no-prefetch", "prefetch"},
     {"--checkpoint-activations", "checkpoint_activations"}, {"--plan", "--plan-only"}, {"--gpu", "gpu"},
+    {"--sp-activations", "sp_activations"},
 };
 
 const char *sweep_owned_option(const char *arg) {
@@ -433,6 +434,13 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (json_object_get(root, "checkpoint_activations") &&
         get_bool(root, "checkpoint_activations", &s->checkpoint_activations, err, el))
         return -1;
+    if (json_object_get(root, "sp_activations")) {
+        if (get_str(root, "sp_activations", &s->sp_activations, err, el)) return -1;
+        if (strcmp(s->sp_activations, "local") != 0 && strcmp(s->sp_activations, "gathered") != 0) {
+            errmsg_set(err, el, "sp_activations: expected \"local\" or \"gathered\", got \"%.40s\"", s->sp_activations);
+            return -1;
+        }
+    }
     if (json_object_get(root, "extra_args") &&
         get_str_array(root, "extra_args", 0, &s->extra_args, &s->n_extra_args, err, el))
         return -1;
@@ -660,6 +668,10 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
     if (s->sequence_parallel >= 0) P(s->sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
     if (s->prefetch == 0) P("--no-prefetch");
     if (s->checkpoint_activations == 1) P("--checkpoint-activations");
+    if (s->sp_activations) {
+        P("--sp-activations");
+        P(s->sp_activations);
+    }
     if (kind != SWEEP_ARGV_PLAN) {
         P("--steps");
         PF("%d", kind == SWEEP_ARGV_PROBE ? 2 : s->steps);

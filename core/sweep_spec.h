@@ -53,6 +53,7 @@ typedef struct sweep_spec {
     const char **extra_args;
     const char *results_dir;    /* default "results" */
     double target_loss;         /* "seconds to reach loss X" in the report; 0: the highest final loss */
+    const char *sp_activations; /* --sp-activations local|gathered; NULL when absent (train's default) */
     const char *gpu;            /* --plan --gpu NAME (plan against a named device); NULL when absent */
 } sweep_spec;
 

@@ -292,6 +292,24 @@ static void test_errors(void) {
     expect_key_error("err_target_loss_zero", "target_loss", "0", "target_loss:");
     expect_key_error("err_target_loss_string", "target_loss", "\"2.0\"", "target_loss:");
     expect_key_error("err_gpu_empty", "gpu", "\"\"", "gpu:");
+    expect_key_error("err_sp_activations_value", "sp_activations", "\"sharded\"", "sp_activations: expected");
+    {   /* sp_activations reaches train as --sp-activations, in plans and runs; extra_args may not set it */
+        char *t = spec_with("sp_activations", "\"gathered\"");
+        sweep_spec s;
+        sweep_argv a = {0}, p = {0};
+        char err[512] = "";
+        int rc = sweep_spec_parse(t, &s, err, sizeof err);
+        if (rc == 0) rc = sweep_train_argv(&s, &s.meshes[0], SWEEP_ARGV_RUN, 2, "/abs/train", "o.json", &a);
+        if (rc == 0) rc = sweep_train_argv(&s, &s.meshes[0], SWEEP_ARGV_PLAN, 0, "/abs/train", "o.json", &p);
+        CHECK(rc == 0 && argv_after(&a, "--sp-activations") && !strcmp(argv_after(&a, "--sp-activations"), "gathered") &&
+                  argv_after(&p, "--sp-activations") && !strcmp(argv_after(&p, "--sp-activations"), "gathered"),
+              "argv_sp_activations", "rc %d (%s)", rc, err);
+        sweep_argv_free(&a); sweep_argv_free(&p);
+        if (rc == 0) sweep_spec_free(&s);
+        free(t);
+    }
+    expect_key_error("err_extra_args_sp_activations", "extra_args", "[\"--sp-activations\", \"local\"]",
+                     "extra_args[0]:");
     /* global batch that a mesh's dp does not divide */
     char *g = spec_with("batch_size", NULL);
     json_t *o = json_loads(g, 0, NULL);
