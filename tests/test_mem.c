@@ -144,10 +144,15 @@ static void test_closed_form(int world, int tp) {
     int64_t d = c.hidden_size, f = c.intermediate_size, H = c.num_attention_heads, KV = c.num_key_value_heads;
     int64_t hd = d / H, V = c.vocab_size, L = c.num_hidden_layers, dp = world / tp, s = 4;
     int64_t P_layer = 2 * d + d * hd * (2 * H + 2 * KV) / tp + 3 * d * f / tp;
-    int64_t P_root = 2 * d * ceil_div(V, tp) + d;
-    int64_t shards = L * ceil_div(P_layer, dp) + ceil_div(P_root, dp);
+    /* untied: the root is two units, the embedding and the head (final norm + lm_head) */
+    int64_t P_emb = d * ceil_div(V, tp), P_head = d * ceil_div(V, tp) + d;
+    int64_t shards = L * ceil_div(P_layer, dp) + ceil_div(P_emb, dp) + ceil_div(P_head, dp);
     uint64_t params = (uint64_t)(s * shards), optimizer = 2 * params;
-    uint64_t grads = params + (dp > 1 ? (uint64_t)(s * (ceil_div(P_root, dp) * dp + ceil_div(P_layer, dp) * dp)) : 0);
+    /* one unit's unsharded (padded) gradient at a time on top of the owned shards */
+    int64_t pad_max = ceil_div(P_layer, dp) * dp;
+    if (ceil_div(P_emb, dp) * dp > pad_max) pad_max = ceil_div(P_emb, dp) * dp;
+    if (ceil_div(P_head, dp) * dp > pad_max) pad_max = ceil_div(P_head, dp) * dp;
+    uint64_t grads = params + (dp > 1 ? (uint64_t)(s * pad_max) : 0);
     int good = 1;
     char err[256], n[96], why[256] = "";
     for (int r = 0; r < world && good; r++) {
