@@ -170,7 +170,7 @@ static void mismatch_msg(char *out, size_t len, const agree_input *in, const int
         int seen = 0;
         for (int q = 0; q < r && !seen; q++) seen = sz[(size_t)q * stride + idx] == s && hs[(size_t)q * stride + idx] == h;
         if (seen) continue;
-        if (++nval > 4) { used += (size_t)snprintf(out + used, len - used, "; ..."); break; }
+        if (++nval > 4) { (void)snprintf(out + used, len - used, "; ..."); break; }
         char d[80];
         describe(d, sizeof d, s, h);
         used += (size_t)snprintf(out + used, len - used, "%s %s on", nval > 1 ? ";" : "", d);
@@ -194,11 +194,11 @@ int agree_inputs(const agree_input *in, int n) {
     int64_t *all = (mpi_on() && g_world > 1) ? calloc((size_t)n * 2 * (size_t)g_world, sizeof(int64_t)) : NULL;
     if (!mine || (mpi_on() && g_world > 1 && !all)) agree_fail(1, "input check: out of host memory");
     int rc = agree_check();
-    if (rc) { free(mine); free(all); return rc; }
+    if (rc || !mine) { free(mine); free(all); return rc ? rc : 1; }
     for (int i = 0; i < n; i++) {
         uint64_t h;
-        measure_input(in[i].path, &mine[2 * i], &h);
-        memcpy(&mine[2 * i + 1], &h, sizeof h);
+        measure_input(in[i].path, &mine[(size_t)2 * i], &h);
+        memcpy(&mine[(size_t)2 * i + 1], &h, sizeof h);
     }
     if (!all) { free(mine); return 0; }
     MPI_Allgather(mine, 2 * n, MPI_INT64_T, all, 2 * n, MPI_INT64_T, MPI_COMM_WORLD);

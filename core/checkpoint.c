@@ -129,6 +129,7 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
         if (cleanup_signal()) agree_fail(128 + cleanup_signal(), "interrupted by %s during --save: %s not written",
                                          cleanup_signal() == SIGINT ? "SIGINT" : "SIGTERM", path);
         if ((rc = agree_check())) break; /* the previous tensor's write, this one's buffers, a signal */
+        if (!unit || !tmp || !seg_all || (rank0 && !full)) { rc = 1; break; } /* agreed above; states it for the analyser */
         if (new_unit) fsdp_unit_to_host(&M->fsdp, ui, unit, tmp);
         comm_all_gather_host(tpg, seg_all, unit + s->off, n);
         if (!rank0) continue;

@@ -19,7 +19,7 @@
  * valid tensor-parallel split. The Llama 3 presets carry the published configs (shapes, rope_theta
  * 500000 and rope_scaling llama3: factor 32 for 3.2 1B/3B, 8 for 3.1 8B, low 1, high 4, original 8192),
  * and the 3.2 models tie lm_head to embed_tokens, as published. */
-typedef struct preset {
+typedef struct preset { // NOLINT(clang-analyzer-optin.performance.Padding): a five-row table, in reading order
     const char *name;
     int V, d, f, L, H, KV, max_pos;
     double theta, llama3_factor; /* 0: no rope_scaling */

@@ -297,6 +297,10 @@ static int open_megatron(data_file *d, const char *idx_path, char *err, size_t e
     if (map_file(d->path, &d->map, &d->map_bytes, err, errlen)) return -1;
     uint64_t bb = d->map_bytes, total = 0, runs = 0, run_end = UINT64_MAX;
     /* pass 1: every sequence inside the .bin; count the runs the stream needs */
+    if (d->elem_bytes <= 0) {
+        errmsg_set(err, errlen, "data: %s: no element size for its dtype", idx_path);
+        return -1;
+    }
     for (uint64_t i = 0; i < S; i++) {
         int64_t len = *(const i32u *)(lens + 4 * i), ptr = *(const i64u *)(ptrs + 8 * i);
         if (len < 0) {
@@ -332,6 +336,10 @@ static int open_megatron(data_file *d, const char *idx_path, char *err, size_t e
     /* pass 2: the runs, in index order */
     int64_t nr = 0, pos = 0;
     run_end = UINT64_MAX;
+    if (d->elem_bytes <= 0) {
+        errmsg_set(err, errlen, "data: %s: no element size for its dtype", idx_path);
+        return -1;
+    }
     for (uint64_t i = 0; i < S; i++) {
         int64_t len = *(const i32u *)(lens + 4 * i), ptr = *(const i64u *)(ptrs + 8 * i);
         if (len == 0) continue;
@@ -532,8 +540,9 @@ int64_t data_num_sequences(const data_file *d, int T) {
         }                                                                                                   \
     } while (0)
 
-static void read_i32(const data_file *d, int64_t first, int64_t n, int32_t *dst) { READ_BODY(int32_t); }
-void data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst) { READ_BODY(int64_t); }
+/* int8 files hold signed ids (negative ones are refused at open): the sign extension is meant */
+static void read_i32(const data_file *d, int64_t first, int64_t n, int32_t *dst) { READ_BODY(int32_t); } // NOLINT(bugprone-signed-char-misuse)
+void data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst) { READ_BODY(int64_t); } // NOLINT(bugprone-signed-char-misuse)
 
 void data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs,
                 int32_t *targets) {

@@ -99,7 +99,7 @@ static int put_tokens(out_file *o, data_dtype t, data_src_fn src, void *ctx, int
         for (int64_t i = 0; i < m; i++) {
             if (!fits(v[i], t)) {
                 errmsg_set(err, errlen, "token %lld at index %lld does not fit %s (choose a wider --dtype)",
-                           (long long)v[i], (long long)(done + i), data_dtype_names[t]);
+                           (long long)v[i], (long long)done + i, data_dtype_names[t]);
                 return -1;
             }
             memcpy(b + i * eb, &v[i], (size_t)eb); /* little-endian: the low bytes */
