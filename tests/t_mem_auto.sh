@@ -61,7 +61,7 @@ cat > "$T/m.json" <<'JSON'
 JSON
 A=(--model "$T/m.json" --seq-len 8 --batch-size 1 --steps 1 --data synthetic --backend cuda --dtype fp32 --log-every 1)
 if timeout 600 "$O/train" "${A[@]}" --mem-budget auto --mem-reserve 256MiB --out "$T/r.json" > "$T/r.log" 2>&1; then
-  python3 - "$T/r.json" <<'PY'
+  /usr/bin/python3 - "$T/r.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); m = r["memory"]; d = m.get("device") or {}
 G = 1 << 30
