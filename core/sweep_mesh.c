@@ -448,7 +448,8 @@ int sweep_plan_mesh(sweep_runner *R, sweep_result *res) {
     res->record = plan;
     res->batch_size = (int)rec_int(plan, "batch_size", NULL);
     int cap = sweep_engine_max_batch(R->spec->seq_len);
-    if (b == 0 && res->batch_size > cap) res->batch_size = cap, res->capped = 1;
+    /* train's plan stops at the same limit itself; at (or, from an older train, past) it the answer is the limit */
+    if (b == 0 && res->batch_size >= cap) res->batch_size = cap, res->capped = 1;
     res->plan_batch = res->batch_size;
     snprintf(res->status, sizeof res->status, "planned");
     return 0;

@@ -275,6 +275,8 @@ d = sys.argv[1]
 for mesh, rb, cb in (("2x1", {"hostA": [0, 1]}, {"hostA": 1}), ("1x2", {"hostA": [0], "hostB": [1]}, {"hostA": 1, "hostB": 1})):
     p = f"{d}/runs/{mesh}.json"; r = json.load(open(p))
     r["env"]["hosts"] = sorted(rb); r["env"]["ranks_by_host"] = rb; r["env"]["cores_by_host"] = cb
+    r["env"]["tp_spans_hosts"] = len(rb) > 1          # as train derives it for these maps (1 rank per TP group host)
+    r["summary"].pop("mfu_share", None)                # train's own figure is of this machine: the runner recomputes it
     json.dump(r, open(p, "w"))
 PY
   "$SWEEP" "$T/r1.json" --out-dir "$T/res" > /dev/null 2> "$T/r1b.err"; rc=$?
