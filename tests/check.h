@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdarg.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 static int check_failed_ = 0, check_passed_ = 0;
 static inline void check_emit_(const char *line) {
     fputs(line, stdout); fflush(stdout);
@@ -36,4 +40,20 @@ static inline void skip_(const char *name, const char *why) {
 }
 #define SKIP(name, why) skip_((name), (why))
 static inline int check_exit(void) { return check_failed_ ? 1 : 0; }
+/* remove a test's scratch folder and everything under it (no symlink is followed) */
+static inline void check_rmtree(const char *d) {
+    DIR *dd = opendir(d);
+    if (!dd) return;
+    struct dirent *e;
+    while ((e = readdir(dd))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[1024];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", d, e->d_name) >= sizeof p) continue;
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) check_rmtree(p);
+        else unlink(p);
+    }
+    closedir(dd);
+    rmdir(d);
+}
 #endif

@@ -629,22 +629,6 @@ static void test_mkdata(void) {
     free(text);
 }
 
-/* remove everything under dir */
-static void cleanup(const char *d) {
-    DIR *dd = opendir(d);
-    if (!dd) return;
-    struct dirent *e;
-    while ((e = readdir(dd))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
-        struct stat sb;
-        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) cleanup(p);
-        else unlink(p);
-    }
-    closedir(dd);
-    rmdir(d);
-}
 
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/meshsweep_test_data.XXXXXX");
@@ -658,6 +642,6 @@ int main(void) {
     test_sparse_big();
     test_synthetic();
     test_mkdata();
-    cleanup(dir);
+    check_rmtree(dir);
     return check_exit();
 }

@@ -630,22 +630,6 @@ static void test_safetensors(void) {
     if (rc == 0) st_close(&f);
 }
 
-/* remove everything under dir (flat, plus the kjv subdir mkdata writes) */
-static void cleanup(const char *d) {
-    DIR *dd = opendir(d);
-    if (!dd) return;
-    struct dirent *e;
-    while ((e = readdir(dd))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
-        struct stat sb;
-        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) cleanup(p);
-        else unlink(p);
-    }
-    closedir(dd);
-    rmdir(d);
-}
 
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/meshsweep_test_io.XXXXXX");
@@ -657,6 +641,6 @@ int main(void) {
     test_hf_config();
     test_parsers();
     test_safetensors();
-    cleanup(dir);
+    check_rmtree(dir);
     return check_exit();
 }
