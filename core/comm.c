@@ -71,6 +71,17 @@ int comm_mpi_groups(comm_group *tpg, comm_group *dpg, int tp) {
     return 0;
 }
 
+void comm_mpi_groups_free(comm_group *tpg, comm_group *dpg) {
+    comm_group *g[2] = {tpg, dpg};
+    for (int i = 0; i < 2; i++) {
+        MPI_Comm *c = g[i]->mpi;
+        if (!c) continue;
+        MPI_Comm_free(c);
+        free(c);
+        g[i]->mpi = NULL;
+    }
+}
+
 void comm_mpi_world(comm_group *g) {
     static MPI_Comm w;
     w = MPI_COMM_WORLD;

@@ -34,6 +34,8 @@ typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t byte
 
 /* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
 int comm_mpi_groups(comm_group *tp_group, comm_group *dp_group, int tp);
+/* frees the two communicators comm_mpi_groups made (before MPI_Finalize) */
+void comm_mpi_groups_free(comm_group *tp_group, comm_group *dp_group);
 void comm_null_group(comm_group *g, int size, int rank);
 /* MPI_COMM_WORLD as a group */
 void comm_mpi_world(comm_group *g);

@@ -755,6 +755,7 @@ int run_train(const run_cfg *c, run_result *res) {
     budget_gate(R);
     build_engine(R);
     code = end_run(R, step_loop(R), res);
+    comm_mpi_groups_free(&R->tpg, &R->dpg);
     free(R);
     if (g_mpi) MPI_Finalize();
     g_mpi = 0;
