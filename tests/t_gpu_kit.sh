@@ -79,6 +79,7 @@ for f in "${elfs[@]}"; do
   while read -r lib path; do
     [ -n "$path" ] || continue
     case "$path" in "$KIT_PREFIX"/*|/usr/local/cuda*) continue;; esac
+    case "$(realpath -m "$path")" in /usr/local/cuda*) continue;; esac # e.g. /usr/local/lib64 -> cuda
     grep -qxF "$(realpath -m "$path")" "$T/allowed" || bad="$bad $(basename "$f"):$lib=>$path"
   done < <(ldd "$f" 2>&1 | awk '/=>/ { print $1, ($3 == "not" ? "NOT-FOUND" : $3) } /error|too short/ { print "error", $0 }')
 done

@@ -56,10 +56,18 @@ pkg_of() { # LIBPATH -> owning package (or nothing)
   echo "$q"
 }
 libs_of() { ldd "$@" 2>/dev/null | awk '/=> \// { print $3 } /not found/ { print "NOTFOUND:" $1 }' | sort -u; }
+# the device's own CUDA: a library of the toolkit, wherever the loader found it (/usr/local/cuda/lib64,
+# a /usr/local/lib64 link to it, an LD_LIBRARY_PATH entry), known by its real path or by its name
+is_cuda() {
+  case "$(realpath "$1" 2>/dev/null || echo "$1")" in /usr/local/cuda*|*/cuda*/lib64/*|*/cuda*/targets/*) return 0;; esac
+  case "${1##*/}" in libcuda.so*|libcudart.so*|libcublas.so*|libcublasLt.so*|libnccl.so*) return 0;; esac
+  return 1
+}
 declare -A have
 queue=(openmpi-bin openmpi-common)
 while read -r l; do
-  case "$l" in NOTFOUND:*) die "ldd of the binaries: ${l#NOTFOUND:} not found here";; /usr/local/cuda*|*/cuda*/lib64/*) continue;; esac
+  case "$l" in NOTFOUND:*) die "ldd of the binaries: ${l#NOTFOUND:} not found here";; esac
+  is_cuda "$l" && continue
   p=$(pkg_of "$l"); [ -n "$p" ] || die "no Debian package owns $l (needed by the binaries)"
   [[ "$p" =~ $skip_re ]] || queue+=("$p")
 done < <(libs_of "${BINS[@]}")
@@ -76,7 +84,8 @@ while [ ${#queue[@]} -gt 0 ]; do
   done < <(dpkg -L "$p")
   [ ${#elfs[@]} -gt 0 ] || continue
   while read -r l; do
-    case "$l" in NOTFOUND:*|/usr/local/cuda*) continue;; esac # plugins of optional stacks may miss one
+    case "$l" in NOTFOUND:*) continue;; esac # plugins of optional stacks may miss one
+    is_cuda "$l" && continue
     q=$(pkg_of "$l"); [ -n "$q" ] || continue
     [[ "$q" =~ $skip_re ]] || [ -n "${have[$q]:-}" ] || queue+=("$q")
   done < <(libs_of "${elfs[@]}")
