@@ -25,6 +25,12 @@ if [ "$BUILD" = build-san ]; then . tests/san/env.sh; fi
 MANIFEST=${MANIFEST:-tests/expected.txt}
 pass=0; fail=0; skip=0
 logdir=$BUILD/test-logs; mkdir -p "$logdir"
+# train's default --data is build/data/kjv/train.bin, which the suites' runs without --data read; a
+# build other than build/ (the sanitizer's, run on its own) has its own copy from `make data`
+if [ "$BUILD" != build ] && [ ! -s build/data/kjv/train.bin ] && [ -s "$BUILD/data/kjv/train.bin" ]; then
+  mkdir -p build/data/kjv && cp "$BUILD/data/kjv/train.bin" "$BUILD/data/kjv/val.bin" build/data/kjv/ 2>/dev/null \
+    || cp "$BUILD/data/kjv/train.bin" build/data/kjv/
+fi
 summary=$logdir/summary.tsv; : > "$summary"
 
 declare -A want_min=() may_skip=() seen=()

@@ -60,7 +60,7 @@ bad data_train_npy_negative_id "^train: data: $T/neg.npy token -1 at index 50 is
 cp "$T/megatron16/train.bin" "$T/megcut.bin"; cp "$T/megatron16/train.idx" "$T/megcut.idx"; truncate -s 100 "$T/megcut.bin"
 bad data_train_megatron_pointer_outside "^train: data: $T/megcut.idx: sequence [0-9]+ .* lies outside $T/megcut.bin" --data "$T/megcut"
 /usr/bin/python3 -c "import struct,sys; open(sys.argv[1],'wb').write(b'MMIDIDX\0\0' + struct.pack('<QBQQ', 2, 8, 0, 1) + struct.pack('<q', 0))" "$T/megv.idx"; cp "$T/megatron16/train.bin" "$T/megv.bin"
-bad data_train_megatron_bad_version "^train: data: $T/megv.idx: Megatron index version 2" --eval-data "$T/megv.bin"
+bad data_train_megatron_bad_version "^train: data: $T/megv.idx: Megatron index version 2" --data "$BUILD/data/kjv/train.bin" --eval-data "$T/megv.bin"
 
 # --- mkdata input faults (exit 2) and no val.bin from a 1-byte text
 expect_exit data_mkdata_missing_input 2 "^mkdata: cannot open $T/none.txt" -- "$MK" "$T/none.txt" "$T/o1"
