@@ -19,6 +19,10 @@
 #   plan          plan = measured on CUDA: each run record's planned tracked bytes equal the measured
 #                 ones byte for byte (bench_1b and mesh_1x1), and the device memory in use stays within
 #                 the budget plus the runtime overhead the run measured (bench_1b)
+#   gpu_bench     when at least 60 s remain: bench/gpu_bench.sh into $OUT/gpu-bench, the per-kernel
+#                 times at llama3.2-1b's shapes (GEMMs against cuBLAS, attention TFLOP/s, CE, AdamW)
+#                 next to bench_1b's record (no second engine run); a benchmark, nothing asserted:
+#                 FAIL only when a program fails or it runs out of time
 # The truth, not a hopeful reading: a step is `skip` only when there is no GPU (then every GPU step
 # says `skip ... no GPU`) or when it was not started because the budget was spent. A build failure,
 # a FAIL line, a CUDA test that skips although a GPU is there, a non-zero exit or a timeout of any
@@ -232,6 +236,19 @@ PY
   else row plan ok "$secs" "planned = measured; $(echo "$figs" | tr ';' ' ' | cut -c1-110)" "$figs"; fi
 }
 if gate plan; then plan_check; fi
+
+# ---- the speed report, with what time remains (kernel times; the engine figures are bench_1b's)
+if gate gpu_bench; then
+  kt=$(( $(left) - 20 )); [ "$kt" -gt 150 ] && kt=150
+  eng=(NO_ENGINE=1); [ -s "$OUT_DIR/bench_1b.json" ] && eng=(ENGINE_RECORD="$OUT_DIR/bench_1b.json")
+  run gpu_bench 60 170 env "${eng[@]}" KERNEL_TIMEOUT_S="$kt" BUILD="$BUILD" bash bench/gpu_bench.sh "$OUT_DIR/gpu-bench"
+  f=$OUT_DIR/gpu-bench/summary.json
+  afw=$(jget "$f" 'r["attention_forward_tflops"]'); abw=$(jget "$f" 'r["attention_backward_tflops"]')
+  kmfu=$(jget "$f" 'r["kernel_sum_mfu"]'); emfu=$(jget "$f" 'r["engine_mfu"]')
+  if [ "$rc" -eq 0 ] && [ -z "$afw" ]; then row gpu_bench FAIL "$secs" "exit 0 but no attention figures in gpu-bench/summary.json"
+  else verdict gpu_bench "attention fwd ${afw:-?} bwd ${abw:-?} TFLOP/s  kernel-sum MFU ${kmfu:-?}  engine MFU ${emfu:-?}" \
+    "attention_forward_tflops=$afw;attention_backward_tflops=$abw;kernel_sum_mfu=$kmfu;engine_mfu=$emfu"; fi
+fi
 
 # ---- table and summary.json
 total=$(( $(date +%s) - t0 ))

@@ -18,7 +18,7 @@ case "$BUILD" in *san*) skip gpu_check "runs in the plain suite (not a sanitizer
 [ -x "$BUILD/train" ] || { fail gpu_check "$BUILD/train not built"; exit 1; }
 command -v python3 >/dev/null || { skip gpu_check "no python3 (summary.json is checked with it)"; exit 0; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-GPU_STEPS=(cuda_kernels cuda_bf16 init_1b cpu_vs_cuda bench_1b mesh_1x1 mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1 plan)
+GPU_STEPS=(cuda_kernels cuda_bf16 init_1b cpu_vs_cuda bench_1b mesh_1x1 mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1 plan gpu_bench)
 ALL_STEPS=(env build "${GPU_STEPS[@]}")
 
 mkdir -p "$T/bin"
@@ -56,7 +56,7 @@ for s in "${GPU_STEPS[@]}"; do
 done
 [ -z "$bad" ] && ok "gpu_check_no_gpu_every_gpu_step_skip_no_gpu (${#GPU_STEPS[@]} steps)" || fail gpu_check_no_gpu_every_gpu_step_skip_no_gpu "$bad"
 check gpu_check_no_gpu_binaries_ok [ "$(status binaries "$O")" = ok ]
-if json_ok "$O" 13 0 2> "$T/j.err"; then ok gpu_check_no_gpu_summary_json; else fail gpu_check_no_gpu_summary_json "$(tail -n 1 "$T/j.err")"; fi
+if json_ok "$O" 14 0 2> "$T/j.err"; then ok gpu_check_no_gpu_summary_json; else fail gpu_check_no_gpu_summary_json "$(tail -n 1 "$T/j.err")"; fi
 # and without any nvidia-smi at all
 OUT=$T/no_smi GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/absent bash tests/gpu_check.sh > /dev/null 2>&1; rc=$?
 check gpu_check_no_nvidia_smi_exit_0 [ "$rc" -eq 0 ]
@@ -77,7 +77,7 @@ bad=""
 for s in "${GPU_STEPS[@]}"; do [ "$(status "$s" "$O")" = FAIL ] || bad="$bad $s=$(status "$s" "$O")"; done
 [ -z "$bad" ] && ok gpu_check_broken_build_gpu_steps_fail_not_run || fail gpu_check_broken_build_gpu_steps_fail_not_run "$bad"
 grep -q 'injected by t_gpu_check' "$O/build.log" && ok gpu_check_broken_build_log_has_error || fail gpu_check_broken_build_log_has_error "no compiler error in build.log"
-if json_ok "$O" 13 1 2> "$T/j.err"; then ok gpu_check_broken_summary_json; else fail gpu_check_broken_summary_json "$(tail -n 1 "$T/j.err")"; fi
+if json_ok "$O" 14 1 2> "$T/j.err"; then ok gpu_check_broken_summary_json; else fail gpu_check_broken_summary_json "$(tail -n 1 "$T/j.err")"; fi
 
 # ---- carried binaries replaced: a CUDA test printing FAIL (exit 0), one only skipping, a train exiting 1
 B=$T/fakebuild; mkdir -p "$B/tests"
@@ -103,7 +103,8 @@ want bench_1b FAIL 'exit 1: train: injected failure'
 want mesh_1x1 FAIL 'exit 1'
 for m in mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1; do want "$m" FAIL 'exit'; done
 want plan FAIL 'missing|lacks|planned'
-if json_ok "$O" 13 1 2> "$T/j.err"; then ok gpu_check_injected_summary_json; else fail gpu_check_injected_summary_json "$(tail -n 1 "$T/j.err")"; fi
+want gpu_bench FAIL 'exit'
+if json_ok "$O" 14 1 2> "$T/j.err"; then ok gpu_check_injected_summary_json; else fail gpu_check_injected_summary_json "$(tail -n 1 "$T/j.err")"; fi
 
 # ---- every program replaced by a fake that passes and writes a record: the ok paths read the right
 # figures, and a plan that differs from the measured bytes or a device over budget + overhead is FAIL
@@ -127,7 +128,16 @@ SH
 printf '#!/bin/sh\necho "ok   op_a"; echo "ok   op_b"\n' > "$F/tests/test_cuda_kernels"
 cp "$F/tests/test_cuda_kernels" "$F/tests/test_cuda_bf16"
 printf '#!/bin/sh\necho "# model llama3.2-1b, rank 0 of 1x1, 16 threads"; echo "# owned_elems wall_s cpu_s cpu_ns_elem"; echo "  1498482688 4.900 75.100 50.12"\n' > "$F/initbench"
-chmod +x "$F/train" "$F/initbench" "$F/tests/"*
+# the benchmark program: its table, and records as build/gpu_bench --json writes them
+cat > "$F/gpu_bench" <<'SH'
+#!/bin/bash
+j=""; while [ $# -gt 0 ]; do [ "$1" = --json ] && j=$2; shift; done
+echo "# kernel             ms"
+[ -n "$j" ] && echo '{"kernel_sum_ms": 80.5, "mfu": 0.47, "kernels": [{"name": "attention forward", "ms": 1.0, "tflops": 212.5},
+ {"name": "attention backward", "ms": 2.0, "tflops": 131.25}]}' > "$j"
+exit 0
+SH
+chmod +x "$F/train" "$F/initbench" "$F/gpu_bench" "$F/tests/"*
 O=$T/all_ok
 OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/all_ok.out" 2>&1; rc=$?
 check gpu_check_fake_ok_exit_0 [ "$rc" -eq 0 ]
@@ -142,6 +152,9 @@ assert b["tok_s"] == 1234.5 and b["mfu"] == 0.41 and b["step_ms"] == 99.5 and b[
 assert b["device_used_bytes"] == 1500 and b["device_total_bytes"] == 5000, b
 assert p["runtime_overhead_bytes"] == 600 and p["budget_bytes"] == 1000 and p["bench_1b_tracked_bytes"] == 800, p
 assert i["wall_s"] == 4.9 and i["threads"] == 16 and i["elements"] == 1498482688, i
+g = s["gpu_bench"]["figures"]
+assert g["attention_forward_tflops"] == 212.5 and g["attention_backward_tflops"] == 131.25, g
+assert g["kernel_sum_mfu"] == 0.47 and g["engine_mfu"] == 0.41, g   # the engine figure is bench_1b's record
 assert s["mesh_2x4"]["figures"]["final_loss"] == 2.5 and s["env"]["figures"]["gpu"] == "NVIDIA H200", s["env"]
 PY
 then ok gpu_check_fake_ok_figures_in_summary_json; else fail gpu_check_fake_ok_figures_in_summary_json "$(tail -n 1 "$T/j.err")"; fi
@@ -157,7 +170,7 @@ O=$T/no_time
 OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_BUDGET_S=5 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 GPU_CHECK_T0=$(( $(date +%s) - 60 )) \
   bash tests/gpu_check.sh > "$T/no_time.out" 2>&1; rc=$?
 bad=""
-for s in cuda_kernels cuda_bf16 cpu_vs_cuda bench_1b mesh_1x1 mesh_2x4; do
+for s in cuda_kernels cuda_bf16 cpu_vs_cuda bench_1b mesh_1x1 mesh_2x4 gpu_bench; do
   [ "$(status "$s" "$O")" = skip ] && note "$s" "$O" | grep -q 'out of time' || bad="$bad $s=$(status "$s" "$O")"
 done
 [ -z "$bad" ] && ok gpu_check_no_time_skips_not_started || fail gpu_check_no_time_skips_not_started "$bad"

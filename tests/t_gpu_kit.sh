@@ -25,7 +25,8 @@ if make --no-print-directory BUILD="$BUILD" gpu-kit > "$T/make.log" 2>&1; then o
 else fail gpu_kit_make "$(tail -n 3 "$T/make.log" | tr '\n' ' ')"; exit 1; fi
 bytes=$(du -sb "$KIT" | cut -f1)
 check gpu_kit_at_most_48MiB [ "$bytes" -le $((48 * 1024 * 1024)) ]
-for b in train tests/test_cuda_kernels tests/test_cuda_bf16; do
+check gpu_kit_carries_gpu_bench_sh [ -f "$KIT/tree/bench/gpu_bench.sh" ]
+for b in train gpu_bench tests/test_cuda_kernels tests/test_cuda_bf16; do
   check "gpu_kit_carries_$(basename "$b")_with_compute_90_ptx" grep -aq '\.target sm_90' "$KIT/tree/build/$b"
 done
 # the list is derived: every package of it owns a file (and the closure has MPI, OpenBLAS, jansson)
@@ -73,7 +74,7 @@ ok gpu_kit_setup
 grep -q '^cuda library: libcudart' "$T/setup.log" && ok gpu_kit_setup_reports_cuda_paths || echo "FAIL gpu_kit_setup_reports_cuda_paths: $(cat "$T/setup.log")"
 # ldd under the kit's environment: the binaries, mpirun, orted and every ELF file of the prefix
 bad=""
-elfs=("$KIT"/tree/build/train "$KIT"/tree/build/tests/test_cuda_*)
+elfs=("$KIT"/tree/build/train "$KIT"/tree/build/gpu_bench "$KIT"/tree/build/tests/test_cuda_*)
 while read -r f; do head -c 4 "$f" | grep -q ELF && elfs+=("$f"); done < <(find "$KIT_PREFIX" -type f \( -name '*.so*' -o -path '*/bin/*' \))
 for f in "${elfs[@]}"; do
   while read -r lib path; do
