@@ -265,7 +265,8 @@ static void step(const prof_t *b) {
         T(K_NORM_BWD, o->rmsnorm_backward(dx, l->gin, dh, l->x, l->win, l->rstd1, N, d));
     }
     T(K_EMB, o->embedding_backward(gemb, dx, tok, N, d, 0, V));
-    T(K_SUMSQ, (void)o->sumsq(Gr, nparam));
+    const float *gr = Gr;
+    T(K_SUMSQ, (void)o->sumsq(&gr, &nparam, 1));
     T(K_ADAMW, o->adamw(P, Gr, Mm, Vv, nparam, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f));
 }
 

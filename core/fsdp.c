@@ -117,17 +117,26 @@ void fsdp_grad_end(fsdp_t *f, int i) {
     u->full_g = NULL;
 }
 
+/* one sumsq call over every owned segment: a device backend waits once, not once per segment */
 double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
-    double s = 0;
+    int total = 0;
+    for (int i = 0; i < f->n; i++) total += f->u[i].nseg;
+    const float **x = malloc((size_t)(total ? total : 1) * sizeof *x);
+    size_t *n = malloc((size_t)(total ? total : 1) * sizeof *n);
+    if (!x || !n) { fprintf(stderr, "fsdp: out of host memory\n"); exit(1); }
+    int m = 0;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         for (int k = 0; k < u->nseg; k++) {
             int64_t first, count;
             if (u->seg[k].replicated && !count_replicated) continue;
             if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
-            s += f->ops->sumsq(u->g + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard), (size_t)count);
+            x[m] = u->g + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
+            n[m++] = (size_t)count;
         }
     }
+    double s = f->ops->sumsq(x, n, m);
+    free(x); free(n);
     return s;
 }
 

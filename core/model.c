@@ -189,12 +189,28 @@ static float *NORM_OUT(model_t *M) {
     return sp_local(M) ? WS(n) : ACT(n);
 }
 
-/* sp_local, backward: the all-gathered norm output again, from the saved layer input x and rstd
- * (rmsnorm_forward rewrites rstd with the same values); workspace [Nt,d] the caller frees */
-static float *norm_regather(model_t *M, const float *x, const float *w, float *rstd) {
-    float *full = WS((size_t)M->Nt * M->d);
-    norm_enter(M, full, rstd, x, w);
-    return full;
+/* Backward of the column-parallel GEMMs that share one input h [Nt,d] (q/k/v, or gate/up):
+ * din += Σ dout_k · W_k, then dW_k += dout_kᵀ · h. With sp_local, h is the all-gathered norm output
+ * again: the rank's shard is recomputed from the saved layer input x and rstd (rmsnorm_forward
+ * rewrites rstd with the same values), its all-gather is started before the input-gradient GEMMs,
+ * which do not read h, and waited for before the weight-gradient GEMMs, so it overlaps them where
+ * the backend has streams. */
+static void column_backward(model_t *M, int i, float *din, int nb, const int *slot, float *const *dout,
+                            const int *cout, float *h, const float *x, int norm_slot, float *rstd) {
+    const ops_t *o = M->ops;
+    int d = M->d, Nt = M->Nt;
+    float *n = NULL;
+    tp_req q;
+    if (sp_local(M)) {
+        h = WS((size_t)Nt * d);
+        n = WS((size_t)M->Ns * d);
+        o->rmsnorm_forward(n, rstd, x, W(M, i, norm_slot), M->Ns, d, (float)M->cfg.rms_norm_eps);
+        tp_enter_start(&M->tp, &q, h, n, d);
+    }
+    for (int k = 0; k < nb; k++) o->matmul_backward(din, NULL, dout[k], NULL, W(M, i, slot[k]), Nt, d, cout[k]);
+    if (n) tp_enter_finish(&M->tp, &q);
+    for (int k = 0; k < nb; k++) o->matmul_backward(NULL, G(M, i, slot[k]), dout[k], h, NULL, Nt, d, cout[k]);
+    if (n) { mem_free(n); mem_free(h); }
 }
 
 /* dx[Ns,d] += rmsnorm backward of the full-row gradient dfull[Nt,d] (reduced over TP first) */
@@ -283,10 +299,8 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->swiglu_backward(dgate, dup, dact, a->gate, a->up, (size_t)Nt * fl);
     mem_free(dact);
     float *dh2 = WSZ((size_t)Nt * d);
-    float *h2 = sp_local(M) ? norm_regather(M, a->xmid, W(M, i, S_POST), a->rstd2) : a->h2;
-    o->matmul_backward(dh2, G(M, i, S_GATE), dgate, h2, W(M, i, S_GATE), Nt, d, fl);
-    o->matmul_backward(dh2, G(M, i, S_UP), dup, h2, W(M, i, S_UP), Nt, d, fl);
-    if (h2 != a->h2) mem_free(h2);
+    column_backward(M, i, dh2, 2, (const int[]){S_GATE, S_UP}, (float *const[]){dgate, dup}, (const int[]){fl, fl},
+                    a->h2, a->xmid, S_POST, a->rstd2);
     mem_free(dup); mem_free(dgate);
     float *dxmid = WS((size_t)Ns * d);
     o->copy(dxmid, dx_out, (size_t)Ns * d * M->o.abytes);
@@ -305,11 +319,8 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
     o->rope_backward(dk, dk, M->rope, B, T, KVl, hd);
     float *dh1 = WSZ((size_t)Nt * d);
-    float *h1 = sp_local(M) ? norm_regather(M, a->x, W(M, i, S_IN), a->rstd1) : a->h1;
-    o->matmul_backward(dh1, G(M, i, S_Q), dq, h1, W(M, i, S_Q), Nt, d, Hl * hd);
-    o->matmul_backward(dh1, G(M, i, S_K), dk, h1, W(M, i, S_K), Nt, d, KVl * hd);
-    o->matmul_backward(dh1, G(M, i, S_V), dv, h1, W(M, i, S_V), Nt, d, KVl * hd);
-    if (h1 != a->h1) mem_free(h1);
+    column_backward(M, i, dh1, 3, (const int[]){S_Q, S_K, S_V}, (float *const[]){dq, dk, dv},
+                    (const int[]){Hl * hd, KVl * hd, KVl * hd}, a->h1, a->x, S_IN, a->rstd1);
     mem_free(dv); mem_free(dk); mem_free(dq);
     float *dx = WS((size_t)Ns * d);
     o->copy(dx, dxmid, (size_t)Ns * d * M->o.abytes);
@@ -341,35 +352,46 @@ static void embed_backward(model_t *M, float *dx0) {
     if (df != dx0) mem_free(df);
 }
 
-/* The loss streams the vocabulary by rows: chunks of max(HEAD_CHUNK_MIN_ROWS rows,
- * HEAD_CHUNK_LOGITS / Vl rows) (at most Nt), so the lm_head weight is read once per 2048 or more
- * tokens (one chunk for llama3.2-1b at 1 x 2048) and the logits workspace stays under
- * max(2048·Vl, 256 Mi) elements. */
+/* The loss streams the vocabulary by rows: chunks of max(HEAD_CHUNK_MIN_ROWS, HEAD_CHUNK_BYTES / (Vl·lb))
+ * rows (at most Nt), lb = 4 bytes of the fp32 logit plus, when training in a 2-byte compute precision,
+ * the logit gradient's cbytes (an fp32 table writes the gradient over the logits). The lm_head weight
+ * is read once per 2048 or more tokens (one chunk for llama3.2-1b at 1 x 2048), and the logits
+ * workspace stays under max(2048·Vl·lb, 512 MiB) bytes. */
 #define HEAD_CHUNK_MIN_ROWS 2048
-#define HEAD_CHUNK_LOGITS ((int64_t)256 << 20)
-static int head_chunk_rows(const model_t *M) {
-    int64_t rows = HEAD_CHUNK_LOGITS / (M->sh.Vl > 0 ? M->sh.Vl : 1);
+#define HEAD_CHUNK_BYTES ((int64_t)512 << 20)
+static int head_logit_bytes(const model_t *M, int train) {
+    return 4 + (train && M->o.abytes != 4 ? (int)M->o.abytes : 0);
+}
+static int head_chunk_rows(const model_t *M, int train) {
+    int64_t rows = HEAD_CHUNK_BYTES / ((int64_t)(M->sh.Vl > 0 ? M->sh.Vl : 1) * head_logit_bytes(M, train));
     if (rows < HEAD_CHUNK_MIN_ROWS) rows = HEAD_CHUNK_MIN_ROWS;
     return rows > M->Nt ? M->Nt : (int)rows;
 }
 
-/* lm_head + vocab-parallel loss over hf[Nt,d]; with dhf != NULL also the lm_head backward. */
+/* lm_head + vocab-parallel loss over hf[Nt,d]; with dhf != NULL also the lm_head backward. The CE reads
+ * fp32 logits (matmul_forward_f32out) and keeps its statistics and the per-token losses on the device;
+ * the one host copy (and wait) is the losses of all Nt tokens, after the last chunk. */
 static double head_loss(model_t *M, float *dhf, float scale) {
     const ops_t *o = M->ops;
-    int root = head_unit(M), d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M);
-    float *logits = WS((size_t)chunk * Vl);
-    float *stats = WS32(4 * (size_t)chunk);
-    double sum = 0;
+    int root = head_unit(M), d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M, dhf != NULL);
+    float *logits = WS32((size_t)chunk * Vl);
+    float *dlogits = !dhf ? NULL : M->o.abytes == 4 ? logits : WS((size_t)chunk * Vl);
+    float *stats = WS32(3 * (size_t)chunk);
+    float *loss = WS32((size_t)M->Nt);
     for (int r0 = 0; r0 < M->Nt; r0 += chunk) {
         int rows = M->Nt - r0 < chunk ? M->Nt - r0 : chunk;
         const float *h = CP(M, M->hf, (size_t)r0 * d);
-        o->matmul_forward(logits, h, W(M, root, head_seg(M)), rows, d, Vl, 0);
-        tp_cross_entropy(&M->tp, &M->sh, logits, M->tgt + r0, rows, scale, stats, M->loss_host + r0);
-        for (int r = 0; r < rows; r++) sum += M->loss_host[r0 + r];
-        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, head_seg(M)), logits, h, W(M, root, head_seg(M)),
+        o->matmul_forward_f32out(logits, h, W(M, root, head_seg(M)), rows, d, Vl);
+        tp_cross_entropy(&M->tp, &M->sh, logits, dlogits, M->tgt + r0, rows, scale, stats, loss + r0);
+        if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, head_seg(M)), dlogits, h, W(M, root, head_seg(M)),
                                     rows, d, Vl);
     }
-    mem_free(stats); mem_free(logits);
+    o->to_host(M->loss_host, loss, (size_t)M->Nt * sizeof(float));
+    double sum = 0;
+    for (int r = 0; r < M->Nt; r++) sum += M->loss_host[r];
+    mem_free(loss); mem_free(stats);
+    if (dlogits != logits) mem_free(dlogits);
+    mem_free(logits);
     return sum;
 }
 

@@ -5,6 +5,7 @@
 #include "core/tp.h"
 #include "core/mem.h"
 #include <stdio.h>
+#include <string.h>
 
 int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *err, size_t errlen) {
     int H = c->num_attention_heads, KV = c->num_key_value_heads, f = c->intermediate_size, V = c->vocab_size;
@@ -40,6 +41,10 @@ static void permute(tp_ctx *t, float *dst, const float *src, int C, int to_bt) {
         }
 }
 
+static void copy_if(tp_ctx *t, float *dst, const float *src, int C) {
+    if (dst != src) t->ops->copy(dst, src, (size_t)t->B * t->T * C * (size_t)t->dt);
+}
+
 static void sp_gather(tp_ctx *t, float *full, const float *local, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
     if (t->B == 1) { comm_all_gather_t(t->g, full, local, n, t->dt); return; }
@@ -49,6 +54,19 @@ static void sp_gather(tp_ctx *t, float *full, const float *local, int C) {
     mem_free(stage);
 }
 
+void tp_enter_start(tp_ctx *t, tp_req *q, float *full, const float *local, int C) {
+    q->stage = NULL; q->full = full; q->C = C;
+    memset(&q->r, 0, sizeof q->r);
+    if (!t->sp) { copy_if(t, full, local, C); return; }
+    size_t n = (size_t)t->B * t->Tl * C;
+    if (t->B > 1) q->stage = mem_alloc(MEM_COMM, n * t->tp * (size_t)t->dt);
+    comm_all_gather_start_t(t->g, &q->r, q->stage ? q->stage : (void *)full, local, n, t->dt);
+}
+void tp_enter_finish(tp_ctx *t, tp_req *q) {
+    comm_wait(&q->r);
+    if (q->stage) { permute(t, q->full, q->stage, q->C, 1); mem_free(q->stage); q->stage = NULL; }
+}
+
 static void sp_reduce_scatter(tp_ctx *t, float *local, float *full, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
     if (t->B == 1) { comm_reduce_scatter_t(t->g, local, full, n, t->dt); return; }
@@ -56,10 +74,6 @@ static void sp_reduce_scatter(tp_ctx *t, float *local, float *full, int C) {
     permute(t, stage, full, C, 0);
     comm_reduce_scatter_t(t->g, local, stage, n, t->dt);
     mem_free(stage);
-}
-
-static void copy_if(tp_ctx *t, float *dst, const float *src, int C) {
-    if (dst != src) t->ops->copy(dst, src, (size_t)t->B * t->T * C * (size_t)t->dt);
 }
 
 void tp_enter(tp_ctx *t, float *full, const float *local, int C) {
@@ -77,16 +91,15 @@ void tp_norm_grad_sync(tp_ctx *t, float *dw, int C) {
     if (t->sp) comm_all_reduce_sum(t->g, dw, (size_t)C);
 }
 
-void tp_cross_entropy(tp_ctx *t, const tp_shape *s, float *logits, const int32_t *targets, int rows,
-                      float scale, float *stats, float *loss_host) {
+void tp_cross_entropy(tp_ctx *t, const tp_shape *s, const float *logits, float *dlogits, const int32_t *targets,
+                      int rows, float scale, float *stats, float *loss) {
     const ops_t *o = t->ops;
-    float *mx = stats, *se = stats + rows, *tl = stats + 2 * (size_t)rows, *loss = stats + 3 * (size_t)rows;
+    float *mx = stats, *se = stats + rows, *tl = stats + 2 * (size_t)rows;
     o->ce_rowmax(mx, logits, rows, s->Vl, s->v_valid);
     comm_all_reduce_max(t->g, mx, (size_t)rows);
     o->ce_sumexp(se, logits, mx, rows, s->Vl, s->v_valid);
     o->ce_target(tl, logits, targets, rows, s->Vl, s->v_start);
     comm_all_reduce_sum(t->g, se, 2 * (size_t)rows); /* se and tl are adjacent */
     o->ce_loss(loss, mx, se, tl, rows);
-    o->to_host(loss_host, loss, (size_t)rows * sizeof(float));
-    o->ce_backward(logits, logits, mx, se, targets, scale, rows, s->Vl, s->v_start, s->v_valid);
+    if (dlogits) o->ce_backward(dlogits, logits, mx, se, targets, scale, rows, s->Vl, s->v_start, s->v_valid);
 }

@@ -35,6 +35,12 @@ void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T, i
 
 /* full [B*T,C] <- local [B*Tl,C] (SP all-gather); plain mode: copies when the pointers differ */
 void tp_enter(tp_ctx *t, float *full, const float *local, int C);
+/* tp_enter in two halves, so that the SP all-gather runs while the caller computes something that
+ * does not read `full` (where the backend has streams: NCCL's stream, ordered with events; over MPI
+ * the gather progresses in the wait). `local` must stay valid until tp_enter_finish. */
+typedef struct tp_req { comm_req r; void *stage; float *full; int C; } tp_req;
+void tp_enter_start(tp_ctx *t, tp_req *q, float *full, const float *local, int C);
+void tp_enter_finish(tp_ctx *t, tp_req *q);
 /* local [B*Tl,C] <- sum over the group of full [B*T,C] (SP reduce-scatter; full is clobbered);
  * plain mode: all-reduce full in place and copy to local when the pointers differ */
 void tp_exit(tp_ctx *t, float *local, float *full, int C);
@@ -45,10 +51,12 @@ void tp_exit_backward(tp_ctx *t, float *dfull, const float *dlocal, int C);
 /* replicated norm weights: with SP each rank saw only its sequence shard, so the gradient is summed */
 void tp_norm_grad_sync(tp_ctx *t, float *dw, int C);
 
-/* Vocab-parallel cross-entropy over one chunk of `rows` tokens with local logits [rows, Vl].
- * Combines max, sum of exponentials and the target logit across the TP group, writes the per-token
- * loss into loss_host[rows] (host), and overwrites logits with dloss/dlogits * scale.
- * stats: device workspace of 4*rows floats. */
-void tp_cross_entropy(tp_ctx *t, const tp_shape *s, float *logits, const int32_t *targets, int rows,
-                      float scale, float *stats, float *loss_host);
+/* Vocab-parallel cross-entropy over one chunk of `rows` tokens with local fp32 logits [rows, Vl].
+ * Combines max, sum of exponentials and the target logit across the TP group and writes the
+ * per-token loss into loss[rows], on the device: nothing here waits for the device, so the caller
+ * copies the losses of all chunks to the host once. With dlogits != NULL also writes
+ * dloss/dlogits * scale there (compute precision; dlogits == logits allowed in fp32 tables).
+ * stats: device workspace of 3*rows floats. */
+void tp_cross_entropy(tp_ctx *t, const tp_shape *s, const float *logits, float *dlogits, const int32_t *targets,
+                      int rows, float scale, float *stats, float *loss);
 #endif

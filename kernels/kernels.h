@@ -26,6 +26,9 @@ typedef struct ops {
     /* din[N,Cin] += dout·w ; dw[Cout,Cin] += doutᵀ·in */
     void (*matmul_backward)(float *din, float *dw, const float *dout, const float *in, const float *w,
                             int N, int Cin, int Cout);
+    /* out[N,Cout] = in[N,Cin] · w[Cout,Cin]ᵀ with out in fp32 whatever the compute precision (in and w
+     * are compute precision; fp32 accumulation): the logits the cross-entropy reads */
+    void (*matmul_forward_f32out)(float *out, const float *in, const float *w, int N, int Cin, int Cout);
     /* vocab-parallel: out[n,:] = table[tok[n]-v_start,:] when v_start <= tok[n] < v_start+v_count, else 0 */
     void (*embedding_forward)(float *out, const int32_t *tok, const float *table, int N, int C, int v_start, int v_count);
     /* dtable[tok[n]-v_start,:] += dout[n,:] for owned tokens */
@@ -54,7 +57,8 @@ typedef struct ops {
     void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
     /* Vocab-parallel cross-entropy pieces over local logits[N,Vloc] holding global vocab columns
        [v_start, v_start+Vloc); only the first v_valid local columns are real (the rest is padding, masked).
-       The TP group combines them: max (MAX), sumexp rescaled to the global max (SUM), target logit (SUM). */
+       The TP group combines them: max (MAX), sumexp rescaled to the global max (SUM), target logit (SUM).
+       logits are fp32 in every table (matmul_forward_f32out); so are mx, se, tl and loss. */
     void (*ce_rowmax)(float *mx, const float *logits, int N, int Vloc, int v_valid);
     /* se[n] = sum_j exp(logits[n,j] - mx[n]) over valid columns (mx is the GLOBAL max) */
     void (*ce_sumexp)(float *se, const float *logits, const float *mx, int N, int Vloc, int v_valid);
@@ -63,7 +67,8 @@ typedef struct ops {
     /* loss[n] = log(se[n]) + mx[n] - tl[n] (global values) ; returns nothing, writes loss[N] */
     void (*ce_loss)(float *loss, const float *mx, const float *se, const float *tl, int N);
     /* dlogits[n,j] = scale * (exp(logits[n,j]-mx[n])/se[n] - [v_start+j == tgt[n]]) for valid j, 0 for padding.
-       ASSIGNS (dlogits may alias logits). */
+       ASSIGNS; dlogits is compute precision (the lm_head backward GEMM reads it), logits fp32, so
+       dlogits may alias logits only in an fp32 table (cbytes == 4). */
     void (*ce_backward)(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid);
     /* AdamW (PyTorch semantics) over a flat slice: p -= lr*wd*p; m,v update; p -= lr/bc1 * m/(sqrt(v)/sqrt(bc2)+eps)
@@ -73,7 +78,9 @@ typedef struct ops {
     /* small helpers */
     void (*add_inplace)(float *y, const float *x, size_t n);          /* y += x */
     void (*scale_inplace)(float *y, float s, size_t n);               /* y *= s */
-    double (*sumsq)(const float *x, size_t n);                        /* sum x² (double accumulation) */
+    /* Σ_k Σ_i x[k][i]² over count segments of n[k] floats: each segment's sum in double, added in
+     * segment order; one result for all, so a device table waits for the device once */
+    double (*sumsq)(const float *const *x, const size_t *n, int count);
     void (*zero)(void *dst, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);           /* device to device */
     void (*to_host)(void *host_dst, const void *src, size_t bytes);

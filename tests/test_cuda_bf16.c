@@ -129,7 +129,8 @@ static void test_fp32_ops(void) {
     R->scale_inplace(p, -0.37f, n);
     D->scale_inplace(d_p, -0.37f, n);
     cmpf("cuda_bf16_scale_inplace (fp32)", d_p, p, n, TOL_FP32_OPS);
-    const double want = R->sumsq(p, n), got = D->sumsq(d_p, n);
+    const float *hp = p, *dp = d_p;
+    const double want = R->sumsq(&hp, &n, 1), got = D->sumsq(&dp, &n, 1);
     CHECK(isfinite(got) && fabs(got - want) <= 1e-9 * fabs(want), "cuda_bf16_sumsq (fp32)", "got %.17g want %.17g",
           got, want);
     free(p); free(g); free(m); free(v);

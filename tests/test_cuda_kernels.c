@@ -43,16 +43,24 @@ static void test_helpers(void) {
     D->scale_inplace(d_y, -0.37f, n);
     cmpf("cuda_scale_inplace", d_y, y, n, TOL_EW);
     const size_t sizes[4] = {n, 1, 257, 0};
+    const float *hx = x, *dx = d_x;
     for (int i = 0; i < 4; i++) {
-        double want = R->sumsq(x, sizes[i]), got = D->sumsq(d_x, sizes[i]);
+        double want = R->sumsq(&hx, &sizes[i], 1), got = D->sumsq(&dx, &sizes[i], 1);
         double err = fabs(got - want) / (fabs(want) + 1e-300);
         char nm[64];
         snprintf(nm, sizeof nm, "cuda_sumsq n%zu", sizes[i]);
         CHECK(isfinite(got) && (sizes[i] == 0 ? got == 0.0 : err < 1e-9), nm, "got %.17g want %.17g", got, want);
     }
     /* deterministic: the same bits twice */
-    double a = D->sumsq(d_x, n), b = D->sumsq(d_x, n);
+    double a = D->sumsq(&dx, &n, 1), b = D->sumsq(&dx, &n, 1);
     CHECK(a == b, "cuda_sumsq_deterministic", "%.17g then %.17g", a, b);
+    /* segments (one empty), one result: each segment's sum added in order, as the reference */
+    const float *hs[4] = {x, x + 1000, x + 5000, x + 9000}, *ds[4] = {d_x, d_x + 1000, d_x + 5000, d_x + 9000};
+    const size_t ns[4] = {1000, 0, 4000, n - 9000};
+    double want = R->sumsq(hs, ns, 4), got = D->sumsq(ds, ns, 4);
+    CHECK(isfinite(got) && fabs(got - want) <= 1e-9 * fabs(want), "cuda_sumsq_segments", "got %.17g want %.17g", got, want);
+    const size_t none[2] = {0, 0};
+    CHECK(D->sumsq(ds, none, 2) == 0.0 && D->sumsq(ds, ns, 0) == 0.0, "cuda_sumsq_no_elements", "not 0");
     free(x); free(y);
     D->dev_free(d_x); D->dev_free(d_y);
 }

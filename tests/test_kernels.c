@@ -648,9 +648,16 @@ static void test_helpers(void) {
     check_err("scale_inplace", relerr(y, ref, n), 1e-7);
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    double got = ops_cpu.sumsq(x, n);
+    const float *xs[3] = {x, x + 5, x + 17};
+    size_t ns[3] = {n, 0, 3};
+    double got = ops_cpu.sumsq(xs, ns, 1);
     CHECK(fabs(got - s) <= 1e-12 * s, "sumsq (double accumulation)", "got %.17g want %.17g", got, s);
-    CHECK(ops_cpu.sumsq(x, 0) == 0.0 && ops_cpu.sumsq(x, 3) > 0.0, "sumsq n=0 and n=3", "wrong");
+    CHECK(ops_cpu.sumsq(xs, ns + 1, 1) == 0.0 && ops_cpu.sumsq(xs, ns, 0) == 0.0 && ops_cpu.sumsq(xs + 2, ns + 2, 1) > 0.0,
+          "sumsq n=0, no segment and n=3", "wrong");
+    /* segments: each one's double sum, added in order */
+    double s3 = (double)x[17] * x[17] + (double)x[18] * x[18] + (double)x[19] * x[19];
+    double seg = ops_cpu.sumsq(xs, ns, 3), want_seg = ops_cpu.sumsq(xs, ns, 1) + s3;
+    CHECK(seg == want_seg, "sumsq over segments = the sum of the segments in order", "got %.17g want %.17g", seg, want_seg);
 
     void *a = ops_cpu.dev_alloc(n * sizeof(float)), *b = ops_cpu.dev_alloc(1), *z = ops_cpu.dev_alloc(0);
     CHECK(a && b && z && (uintptr_t)a % 64 == 0 && (uintptr_t)b % 64 == 0 && (uintptr_t)z % 64 == 0,
@@ -682,7 +689,8 @@ static void test_helpers(void) {
 /* every entry of a table set; returns the name of the first unset one, NULL when complete */
 static const char *table_hole(const ops_t *o) {
 #define HOLE(f) if (!o->f) return #f
-    HOLE(name); HOLE(matmul_forward); HOLE(matmul_backward); HOLE(embedding_forward); HOLE(embedding_backward);
+    HOLE(name); HOLE(matmul_forward); HOLE(matmul_backward); HOLE(matmul_forward_f32out);
+    HOLE(embedding_forward); HOLE(embedding_backward);
     HOLE(rmsnorm_forward); HOLE(rmsnorm_backward); HOLE(rope_forward); HOLE(rope_backward);
     HOLE(attention_forward); HOLE(attention_backward); HOLE(swiglu_forward); HOLE(swiglu_backward);
     HOLE(ce_rowmax); HOLE(ce_sumexp); HOLE(ce_target); HOLE(ce_loss); HOLE(ce_backward); HOLE(adamw);
@@ -691,8 +699,8 @@ static const char *table_hole(const ops_t *o) {
 #undef HOLE
     return NULL;
 }
-/* if an entry is added to ops_t, table_hole must learn it: 29 function pointers, cbytes and the name */
-_Static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: update table_hole in tests/test_kernels.c");
+/* if an entry is added to ops_t, table_hole must learn it: 30 function pointers, cbytes and the name */
+_Static_assert(sizeof(ops_t) == 32 * sizeof(void *), "ops_t changed: update table_hole in tests/test_kernels.c");
 
 static void test_tables(void) {
     const char *h = table_hole(&ops_cpu);
@@ -715,7 +723,9 @@ static void test_tables(void) {
     ops_null.attention_forward(NULL, NULL, NULL, NULL, NULL, NULL, 1, 4, 2, 1, 8);
     ops_null.dev_free(NULL);
     ops_null.synchronize();
-    double ss = ops_null.sumsq(buf, 16);
+    const float *bp = buf;
+    size_t b16 = 16;
+    double ss = ops_null.sumsq(&bp, &b16, 1);
     CHECK(memcmp(buf, keep, sizeof buf) == 0 && ss == 0.0, "ops_null computes nothing",
           "buffer changed or sumsq %g", ss);
 }

@@ -36,15 +36,15 @@ int main(int argc, char **argv) {
     int shape_ok = rc == 0 && s.Vp == vp && s.Vl == vl && s.v_start == v0 && s.v_valid == valid;
     int32_t tg[ROWS] = {0, V - 1, 5, V / 2, vl < V ? vl : 1, /* the first id of rank 1 */ V - 2, 17};
     float *logits = mem_alloc(MEM_WORKSPACE, (size_t)ROWS * vl * sizeof(float));
-    float *stats = mem_alloc(MEM_WORKSPACE, 4 * ROWS * sizeof(float));
-    float loss[ROWS];
+    float *stats = mem_alloc(MEM_WORKSPACE, 3 * ROWS * sizeof(float));
+    float *loss = mem_alloc(MEM_WORKSPACE, ROWS * sizeof(float)); /* the "device" losses (ops_cpu: host memory) */
     for (int r = 0; r < ROWS; r++)
         for (int j = 0; j < vl; j++)
             logits[(size_t)r * vl + j] = j < valid ? (float)full_logit(r, v0 + j) : 50.0f + j; /* pad: large, must be masked */
     tp_ctx t;
     tp_init(&t, &g, &ops_cpu, 0, 1, ROWS, 4);
     const double scale = 1.0 / ROWS;
-    if (shape_ok) tp_cross_entropy(&t, &s, logits, tg, ROWS, (float)scale, stats, loss);
+    if (shape_ok) tp_cross_entropy(&t, &s, logits, logits, tg, ROWS, (float)scale, stats, loss);
     /* reference over the full vocabulary */
     double worst_loss = 0, worst_grad = 0, pad_nonzero = 0;
     for (int r = 0; r < ROWS && shape_ok; r++) {
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "tp_loss_pad_grad_zero_tp%d", tp);
         CHECK(w[3] == 0 && w[2] == 0, name, "a pad column got a non-zero gradient");
     }
-    mem_free(logits); mem_free(stats);
+    mem_free(loss); mem_free(stats); mem_free(logits);
     mem_shutdown();
     int bad = check_exit();
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

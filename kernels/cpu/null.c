@@ -16,6 +16,9 @@ static void null_matmul_backward(float *din, float *dw, const float *dout, const
                                  int N, int Cin, int Cout) {
     (void)din; (void)dw; (void)dout; (void)in; (void)w; (void)N; (void)Cin; (void)Cout;
 }
+static void null_matmul_forward_f32out(float *out, const float *in, const float *w, int N, int Cin, int Cout) {
+    (void)out; (void)in; (void)w; (void)N; (void)Cin; (void)Cout;
+}
 static void null_embedding_forward(float *out, const int32_t *tok, const float *table, int N, int C, int vs, int vc) {
     (void)out; (void)tok; (void)table; (void)N; (void)C; (void)vs; (void)vc;
 }
@@ -74,7 +77,7 @@ static void null_adamw(float *p, const float *g, float *m, float *v, size_t n, f
 }
 static void null_add_inplace(float *y, const float *x, size_t n) { (void)y; (void)x; (void)n; }
 static void null_scale_inplace(float *y, float s, size_t n) { (void)y; (void)s; (void)n; }
-static double null_sumsq(const float *x, size_t n) { (void)x; (void)n; return 0.0; }
+static double null_sumsq(const float *const *x, const size_t *n, int count) { (void)x; (void)n; (void)count; return 0.0; }
 static void null_zero(void *dst, size_t bytes) { (void)dst; (void)bytes; }
 static void null_copy(void *dst, const void *src, size_t bytes) { (void)dst; (void)src; (void)bytes; }
 static void *null_dev_alloc(size_t bytes) { (void)bytes; return NULL; }
@@ -86,6 +89,7 @@ const ops_t ops_null = {
     .name = "null",
     .matmul_forward = null_matmul_forward,
     .matmul_backward = null_matmul_backward,
+    .matmul_forward_f32out = null_matmul_forward_f32out,
     .embedding_forward = null_embedding_forward,
     .embedding_backward = null_embedding_backward,
     .rmsnorm_forward = null_rmsnorm_forward,

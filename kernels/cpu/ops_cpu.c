@@ -174,6 +174,10 @@ static void cpu_matmul_forward(float *out, const float *in, const float *w, int 
                 accumulate ? 1.0f : 0.0f, out, Cout);
 }
 
+static void cpu_matmul_forward_f32out(float *out, const float *in, const float *w, int N, int Cin, int Cout) {
+    cpu_matmul_forward(out, in, w, N, Cin, Cout, 0);
+}
+
 static void cpu_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w,
                                 int N, int Cin, int Cout) {
     if (N <= 0 || Cin <= 0 || Cout <= 0) return;
@@ -587,13 +591,18 @@ SIMD_CLONES static void cpu_scale_inplace(float *restrict y, float s, size_t n) 
 
 /* eight double partial sums: breaks the add latency chain without changing the precision class,
  * and is one zmm of doubles in the AVX-512 clone (four scalar sums did not vectorise) */
-SIMD_CLONES static double cpu_sumsq(const float *restrict x, size_t n) {
+SIMD_CLONES static double cpu_sumsq1(const float *restrict x, size_t n) {
     double a[8] = {0};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int u = 0; u < 8; u++) a[u] += (double)x[i + u] * (double)x[i + u];
     for (; i < n; i++) a[0] += (double)x[i] * x[i];
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+static double cpu_sumsq(const float *const *x, const size_t *n, int count) {
+    double s = 0.0;
+    for (int k = 0; k < count; k++) s += cpu_sumsq1(x[k], n[k]);
+    return s;
 }
 
 static void cpu_zero(void *dst, size_t bytes) { if (bytes) memset(dst, 0, bytes); }
@@ -637,6 +646,7 @@ static void cpu_to_compute(void *dst, const float *src, size_t n) { memmove(dst,
 const ops_t ops_cpu = {
     .name = "cpu",
     .matmul_forward = cpu_matmul_forward,
+    .matmul_forward_f32out = cpu_matmul_forward_f32out,
     .matmul_backward = cpu_matmul_backward,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,

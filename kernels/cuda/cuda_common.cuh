@@ -183,8 +183,8 @@ template <typename S>
 void cuda_ce_sumexp_t(float *se, const S *logits, const float *mx, int N, int Vloc, int v_valid);
 template <typename S>
 void cuda_ce_target_t(float *tl, const S *logits, const int32_t *tgt, int N, int Vloc, int v_start);
-template <typename S>
-void cuda_ce_backward_t(S *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
+template <typename Dt, typename S>
+void cuda_ce_backward_t(Dt *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid);
 template <typename S> void cuda_add_inplace_t(S *y, const S *x, size_t n);
 /* a fresh copy of the ops_cuda table (built at the call, so another translation unit may use it

@@ -267,8 +267,8 @@ static __global__ void ce_loss_kernel(float *loss, const float *mx, const float 
 
 /* no __restrict__: dlogits may alias logits; each element is read then written by one thread
  * (for bf16 too: an element is 2 whole bytes, never shared with a neighbour's store) */
-template <typename S>
-static __global__ void ce_backward_kernel(S *dlogits, const S *logits, const float *mx, const float *se,
+template <typename Dt, typename S>
+static __global__ void ce_backward_kernel(Dt *dlogits, const S *logits, const float *mx, const float *se,
                                           const int32_t *tgt, float scale, int N, int Vloc, int v_start, int nv) {
     ROWS_COLS(n, j, N, Vloc) {
         const size_t i = (size_t)n * Vloc + j;
@@ -309,11 +309,11 @@ static void cu_ce_loss(float *loss, const float *mx, const float *se, const floa
     LAUNCH(ce_loss_kernel, grid_for((size_t)N, 256), 256, 0, loss, mx, se, tl, N);
 }
 
-template <typename S>
-void cuda_ce_backward_t(S *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
+template <typename Dt, typename S>
+void cuda_ce_backward_t(Dt *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid) {
     if (N <= 0 || Vloc <= 0) return;
-    LAUNCH(ce_backward_kernel<S>, grid_rows_cols(N, Vloc), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc,
+    LAUNCH((ce_backward_kernel<Dt, S>), grid_rows_cols(N, Vloc), 256, 0, dlogits, logits, mx, se, tgt, scale, N, Vloc,
            v_start, valid_cols(Vloc, v_valid));
 }
 
@@ -369,19 +369,26 @@ static __global__ void __launch_bounds__(256) sumsq_partial_kernel(const float *
     if (threadIdx.x == 0) sumsq_partial[blockIdx.x] = acc;
 }
 
-static __global__ void __launch_bounds__(SUMSQ_BLOCKS) sumsq_final_kernel(unsigned nblocks) {
+/* add: the segment's sum is added to the result of the segments before it (in stream order) */
+static __global__ void __launch_bounds__(SUMSQ_BLOCKS) sumsq_final_kernel(unsigned nblocks, int add) {
     __shared__ double sh[32];
     double v = threadIdx.x < nblocks ? sumsq_partial[threadIdx.x] : 0.0;
     v = block_sum(v, sh);
-    if (threadIdx.x == 0) sumsq_result = v;
+    if (threadIdx.x == 0) sumsq_result = add ? sumsq_result + v : v;
 }
 
-static double cu_sumsq(const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    unsigned nb = grid_for(n, 256);
-    if (nb > SUMSQ_BLOCKS) nb = SUMSQ_BLOCKS;
-    LAUNCH(sumsq_partial_kernel, nb, 256, 0, x, n);
-    LAUNCH(sumsq_final_kernel, 1, SUMSQ_BLOCKS, 0, nb);
+/* every segment on the stream, one copy of the result (the one wait) */
+static double cu_sumsq(const float *const *x, const size_t *n, int count) {
+    int started = 0;
+    for (int k = 0; k < count; k++) {
+        if (n[k] == 0) continue;
+        unsigned nb = grid_for(n[k], 256);
+        if (nb > SUMSQ_BLOCKS) nb = SUMSQ_BLOCKS;
+        LAUNCH(sumsq_partial_kernel, nb, 256, 0, x[k], n[k]);
+        LAUNCH(sumsq_final_kernel, 1, SUMSQ_BLOCKS, 0, nb, started);
+        started = 1;
+    }
+    if (!started) return 0.0;
     double r = 0.0;
     cudaCheck(cudaMemcpyFromSymbol(&r, sumsq_result, sizeof(double), 0, cudaMemcpyDeviceToHost));
     return r;
@@ -505,11 +512,16 @@ static void cu_to_compute(void *dst, const float *src, size_t n) {
 /* ---- the table ---------------------------------------------------------------------------------
  * Built by assignment (C++17 has no designated initialisers); the static_assert below makes an
  * op added to kernels.h fail the build here until it is set. */
+static void cu_matmul_forward_f32out(float *out, const float *in, const float *w, int N, int Cin, int Cout) {
+    cuda_matmul_forward(out, in, w, N, Cin, Cout, 0);
+}
+
 static ops_t make_ops_cuda(void) {
     ops_t o;
     memset(&o, 0, sizeof o);
     o.name = "cuda";
     o.matmul_forward = cuda_matmul_forward;
+    o.matmul_forward_f32out = cu_matmul_forward_f32out;
     o.matmul_backward = cuda_matmul_backward;
     o.embedding_forward = cuda_embedding_forward_t<float>;
     o.embedding_backward = cuda_embedding_backward_t<float>;
@@ -525,7 +537,7 @@ static ops_t make_ops_cuda(void) {
     o.ce_sumexp = cuda_ce_sumexp_t<float>;
     o.ce_target = cuda_ce_target_t<float>;
     o.ce_loss = cu_ce_loss;
-    o.ce_backward = cuda_ce_backward_t<float>;
+    o.ce_backward = cuda_ce_backward_t<float, float>;
     o.adamw = cu_adamw;
     o.add_inplace = cuda_add_inplace_t<float>;
     o.scale_inplace = cu_scale_inplace;
@@ -541,8 +553,8 @@ static ops_t make_ops_cuda(void) {
     o.to_compute = cu_to_compute;
     return o;
 }
-/* 29 function pointers, cbytes and the name: update make_ops_cuda when kernels.h grows */
-static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
+/* 30 function pointers, cbytes and the name: update make_ops_cuda when kernels.h grows */
+static_assert(sizeof(ops_t) == 32 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
 
 extern "C" const ops_t ops_cuda = make_ops_cuda();
 
@@ -558,9 +570,6 @@ template void cuda_rope_forward_t<bf16s>(bf16s *, const bf16s *, const float *, 
 template void cuda_rope_backward_t<bf16s>(bf16s *, const bf16s *, const float *, int, int, int, int);
 template void cuda_swiglu_forward_t<bf16s>(bf16s *, const bf16s *, const bf16s *, size_t);
 template void cuda_swiglu_backward_t<bf16s>(bf16s *, bf16s *, const bf16s *, const bf16s *, const bf16s *, size_t);
-template void cuda_ce_rowmax_t<bf16s>(float *, const bf16s *, int, int, int);
-template void cuda_ce_sumexp_t<bf16s>(float *, const bf16s *, const float *, int, int, int);
-template void cuda_ce_target_t<bf16s>(float *, const bf16s *, const int32_t *, int, int, int);
-template void cuda_ce_backward_t<bf16s>(bf16s *, const bf16s *, const float *, const float *, const int32_t *, float,
+template void cuda_ce_backward_t<bf16s, float>(bf16s *, const float *, const float *, const float *, const int32_t *, float,
                                         int, int, int, int);
 template void cuda_add_inplace_t<bf16s>(bf16s *, const bf16s *, size_t);

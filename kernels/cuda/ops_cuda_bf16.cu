@@ -6,13 +6,14 @@
  * nearest even from fp32); the others stay fp32:
  *   matmul_forward        out, in, w: C (cuBLAS GemmEx, fp32 accumulation; accumulate adds to out)
  *   matmul_backward       din C (+=), dw fp32 (+=), dout, in, w: C
+ *   matmul_forward_f32out out fp32; in, w: C (the logits: the CE runs on fp32 logits)
  *   embedding_forward     out, table: C          embedding_backward  dtable fp32 (+=), dout C
  *   rmsnorm_forward       out, x, w: C; rstd fp32  rmsnorm_backward   dx C (+=), dw fp32 (+=), dout, x, w C
  *   rope_forward/backward out/din, x/dout: C; tab fp32
  *   attention_forward     out, q, k, v: C; lse fp32; attention_backward dq, dk, dv C (+=), dout, out C
  *   swiglu_forward/backward  all C (gradients +=)
- *   ce_rowmax/sumexp/target  logits C; mx, se, tl fp32    ce_loss  all fp32
- *   ce_backward           dlogits, logits: C (dlogits may alias logits); mx, se fp32
+ *   ce_rowmax/sumexp/target  logits, mx, se, tl fp32 (ops_cuda's)    ce_loss  all fp32
+ *   ce_backward           dlogits C; logits, mx, se fp32 (so dlogits never aliases logits)
  *   add_inplace           y, x: C
  *   adamw, scale_inplace, sumsq   fp32 (they only see master weights, fp32 gradients and moments)
  *   zero, copy, to_host, from_host, dev_alloc, dev_free, synchronize: bytes, as ops_cuda
@@ -34,6 +35,10 @@ static inline const uint16_t *as_u16(const float *p) { return reinterpret_cast<c
 
 static void b_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate) {
     cuda_matmul_forward_bf16(as_u16(out), as_u16(in), as_u16(w), N, Cin, Cout, accumulate);
+}
+
+static void b_matmul_forward_f32out(float *out, const float *in, const float *w, int N, int Cin, int Cout) {
+    cuda_matmul_forward_bf16_f32out(out, as_u16(in), as_u16(w), N, Cin, Cout, 0);
 }
 
 static void b_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w, int N,
@@ -91,21 +96,11 @@ static void b_swiglu_backward(float *dgate, float *dup, const float *dout, const
     cuda_swiglu_backward_t<bf16s>(as_bf(dgate), as_bf(dup), as_bf(dout), as_bf(gate), as_bf(up), n);
 }
 
-static void b_ce_rowmax(float *mx, const float *logits, int N, int Vloc, int v_valid) {
-    cuda_ce_rowmax_t<bf16s>(mx, as_bf(logits), N, Vloc, v_valid);
-}
-
-static void b_ce_sumexp(float *se, const float *logits, const float *mx, int N, int Vloc, int v_valid) {
-    cuda_ce_sumexp_t<bf16s>(se, as_bf(logits), mx, N, Vloc, v_valid);
-}
-
-static void b_ce_target(float *tl, const float *logits, const int32_t *tgt, int N, int Vloc, int v_start) {
-    cuda_ce_target_t<bf16s>(tl, as_bf(logits), tgt, N, Vloc, v_start);
-}
-
+/* the CE reads fp32 logits (matmul_forward_f32out): rowmax, sumexp and target are ops_cuda's; the
+ * gradient it writes is bf16, the lm_head backward GEMM's operand */
 static void b_ce_backward(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
                           float scale, int N, int Vloc, int v_start, int v_valid) {
-    cuda_ce_backward_t<bf16s>(as_bf(dlogits), as_bf(logits), mx, se, tgt, scale, N, Vloc, v_start, v_valid);
+    cuda_ce_backward_t<bf16s, float>(as_bf(dlogits), logits, mx, se, tgt, scale, N, Vloc, v_start, v_valid);
 }
 
 static void b_add_inplace(float *y, const float *x, size_t n) { cuda_add_inplace_t<bf16s>(as_bf(y), as_bf(x), n); }
@@ -117,7 +112,8 @@ static void b_to_compute(void *dst, const float *src, size_t n) {
 /* ---- the table ---------------------------------------------------------------------------------
  * Starts from ops_cuda's (a fresh copy: no dependence on the order of static initialisation) and
  * replaces every op that has a compute-precision argument. What stays is fp32 or byte-based:
- * ce_loss, adamw, scale_inplace, sumsq and the memory ops. The static_assert makes an op added to
+ * ce_rowmax, ce_sumexp, ce_target and ce_loss (fp32 logits and statistics), adamw, scale_inplace, sumsq
+ * and the memory ops. The static_assert makes an op added to
  * kernels.h fail the build here too, so that nobody inherits an fp32 op by accident. */
 static ops_t make_ops_cuda_bf16(void) {
     ops_t o = cuda_ops_fp32_table();
@@ -134,16 +130,14 @@ static ops_t make_ops_cuda_bf16(void) {
     o.attention_backward = b_attention_backward;
     o.swiglu_forward = b_swiglu_forward;
     o.swiglu_backward = b_swiglu_backward;
-    o.ce_rowmax = b_ce_rowmax;
-    o.ce_sumexp = b_ce_sumexp;
-    o.ce_target = b_ce_target;
+    o.matmul_forward_f32out = b_matmul_forward_f32out;
     o.ce_backward = b_ce_backward;
     o.add_inplace = b_add_inplace;
     o.cbytes = 2;
     o.to_compute = b_to_compute;
     return o;
 }
-/* 29 function pointers, cbytes and the name: revisit make_ops_cuda_bf16 when kernels.h grows */
-static_assert(sizeof(ops_t) == 31 * sizeof(void *), "ops_t changed: decide each new op's precision here");
+/* 30 function pointers, cbytes and the name: revisit make_ops_cuda_bf16 when kernels.h grows */
+static_assert(sizeof(ops_t) == 32 * sizeof(void *), "ops_t changed: decide each new op's precision here");
 
 extern "C" const ops_t ops_cuda_bf16 = make_ops_cuda_bf16();
