@@ -122,8 +122,8 @@ counts() { # NAME STEPS POOL
     --dtype fp32 --tp 1 --batch-size 1 --comm nccl --out "$T/$1.json" >"$T/$1.log" 2>&1 \
     || { fail "cuda_engine_emu_counts_$1" "run failed: $(tail -2 "$T/$1.log" | tr '\n' ' ')"; return; }
   # summed over the ranks; pool_grow: the pool reserving more (the device-side counterpart of a cudaMalloc)
-  cat "$T/st_$1".* | awk '{s[$1]+=$2} END {printf "cudaMalloc %d cudaFree %d cudaDeviceSynchronize %d pool_grow %d cudaMallocAsync %d\n",
-    s["cudaMalloc"], s["cudaFree"], s["cudaDeviceSynchronize"], s["pool_grow"], s["cudaMallocAsync"]}' > "$T/$1.counts"
+  cat "$T/st_$1".* | awk '{s[$1]+=$2} END {printf "cudaMalloc %d cudaFree %d cudaDeviceSynchronize %d pool_grow %d cudaMallocAsync %d memcpy_to_host %d\n",
+    s["cudaMalloc"], s["cudaFree"], s["cudaDeviceSynchronize"], s["pool_grow"], s["cudaMallocAsync"], s["memcpy_to_host"]}' > "$T/$1.counts"
 }
 counts pool1 1 1; counts pool3 3 1; counts nopool1 1 0; counts nopool3 2 0
 if [ -s "$T/pool1.counts" ] && [ -s "$T/pool3.counts" ] && [ -s "$T/nopool1.counts" ] && [ -s "$T/nopool3.counts" ]; then
@@ -131,6 +131,12 @@ if [ -s "$T/pool1.counts" ] && [ -s "$T/pool3.counts" ] && [ -s "$T/nopool1.coun
   a1=$(cut -d' ' -f10 "$T/pool1.counts"); a3=$(cut -d' ' -f10 "$T/pool3.counts")
   if [ "$p1" = "$p3" ] && [ "$a3" -gt "$a1" ]; then ok "cuda_engine_emu_step_makes_no_malloc_free_or_device_sync  ($p3; cudaMallocAsync $a1 -> $a3)"
   else fail cuda_engine_emu_step_makes_no_malloc_free_or_device_sync "1 step: $(cat "$T/pool1.counts"); 3 steps: $(cat "$T/pool3.counts")"; fi
+  # the host waits for the device's results twice a step: the per-token losses (one copy after the
+  # last loss chunk) and the gradient norm (one sumsq over every segment); 2 ranks, 2 steps more
+  h1=$(cut -d' ' -f12 "$T/pool1.counts"); h3=$(cut -d' ' -f12 "$T/pool3.counts")
+  if [ -n "$h1" ] && [ -n "$h3" ] && [ $(( h3 - h1 )) -le 8 ] && [ $(( h3 - h1 )) -gt 0 ]; then
+    ok "cuda_engine_emu_step_copies_to_host_twice  ($(( (h3 - h1) / 4 )) per step and rank)"
+  else fail cuda_engine_emu_step_copies_to_host_twice "device-to-host copies: 1 step $h1, 3 steps $h3 (2 ranks): more than 2 per step and rank"; fi
   if [ "$(cat "$T/nopool1.counts")" != "$(cat "$T/nopool3.counts")" ]; then ok cuda_engine_emu_counts_see_per_step_cudaMalloc
   else fail cuda_engine_emu_counts_see_per_step_cudaMalloc "without the pool 1 and 2 steps counted the same: $(cat "$T/nopool3.counts")"; fi
 fi
