@@ -40,6 +40,29 @@ static inline void skip_(const char *name, const char *why) {
 }
 #define SKIP(name, why) skip_((name), (why))
 static inline int check_exit(void) { return check_failed_ ? 1 : 0; }
+/* A test's scratch folder: check_mkscratch makes /tmp/meshsweep_TEST.XXXXXX (0, or -1 with errno),
+ * check_path names a file in it (8 rotating buffers, so several fit in one call), check_write_file
+ * writes a fixture (exit 1 when it cannot), check_rmtree removes it at the end. */
+static char check_scratch[256];
+static inline int check_mkscratch(const char *test) {
+    snprintf(check_scratch, sizeof check_scratch, "/tmp/meshsweep_%s.XXXXXX", test);
+    return mkdtemp(check_scratch) ? 0 : -1;
+}
+static inline const char *check_path(const char *name) {
+    static char buf[8][512];
+    static int k = 0;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", check_scratch, name);
+    return buf[k];
+}
+static inline void check_write_file(const char *path, const void *p, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    int bad = !fp || (n && fwrite(p, 1, n, fp) != n);
+    if ((fp && fclose(fp) != 0) || bad) {
+        fprintf(stderr, "cannot write fixture %s\n", path);
+        exit(1);
+    }
+}
 /* remove a test's scratch folder and everything under it (no symlink is followed) */
 static inline void check_rmtree(const char *d) {
     DIR *dd = opendir(d);

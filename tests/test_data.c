@@ -20,31 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static char dir[256];
 static char err[1024];
-
-static const char *tpath(const char *name) {
-    static char buf[8][512];
-    static int k = 0;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp || (n && fwrite(p, 1, n, fp) != n) || fclose(fp) != 0) {
-        fprintf(stderr, "test_data: cannot write fixture %s\n", path);
-        exit(1);
-    }
-}
 
 /* a growing byte buffer for hand-built files */
 typedef struct { unsigned char b[1 << 16]; size_t n; } buf_t;
 static void put(buf_t *b, const void *p, size_t n) { memcpy(b->b + b->n, p, n), b->n += n; }
 static void put_u64(buf_t *b, uint64_t v) { put(b, &v, 8); }
 
-static void write_tokens(const char *path, const uint16_t *t, size_t n) { write_bytes(path, t, n * 2); }
+static void write_tokens(const char *path, const uint16_t *t, size_t n) { check_write_file(path, t, n * 2); }
 static uint16_t tok_at(int64_t i) { return (uint16_t)((i * 7 + 3) % 256); }
 
 static void expect_bad_data(const char *name, const char *path, int V, int T, const char *want) {
@@ -66,7 +49,7 @@ static void expect_bad_named(const char *name, const char *path, const char *fil
 /* ---- the batch layout and the nanoGPT file (design 4.3) ----------------------------------------- */
 static void test_layout(void) {
     /* batch layout against a hand computation: 23 tokens, T = 4 -> N = floor(22/4) = 5 sequences */
-    const char *p = tpath("tok.bin");
+    const char *p = check_path("tok.bin");
     uint16_t toks[23];
     for (int i = 0; i < 23; i++) toks[i] = tok_at(i);
     write_tokens(p, toks, 23);
@@ -129,7 +112,7 @@ static void test_layout(void) {
     if (rc == 0) data_close(&d);
 
     /* bad nanoGPT files */
-    write_bytes(p, toks, 9);
+    check_write_file(p, toks, 9);
     expect_bad_data("data_bad_odd_length", p, 256, 2, "odd length 9 bytes");
     uint16_t badt[20];
     for (int i = 0; i < 20; i++) badt[i] = (uint16_t)i;
@@ -145,10 +128,10 @@ static void test_layout(void) {
     free(many);
     write_tokens(p, toks, 4);
     expect_bad_data("data_bad_too_short", p, 256, 4, "has 4 tokens, need at least T+1 = 5");
-    write_bytes(p, "", 0);
+    check_write_file(p, "", 0);
     expect_bad_data("data_bad_empty", p, 256, 4, "empty");
-    expect_bad_data("data_bad_missing", tpath("missing.bin"), 256, 4, "cannot open");
-    expect_bad_data("data_bad_directory", dir, 256, 4, "regular file");
+    expect_bad_data("data_bad_missing", check_path("missing.bin"), 256, 4, "cannot open");
+    expect_bad_data("data_bad_directory", check_scratch, 256, 4, "regular file");
     write_tokens(p, toks, 23);
     expect_bad_data("data_bad_T_zero", p, 256, 0, "positive");
 }
@@ -173,7 +156,7 @@ static void test_formats(void) {
     int32_t ref_in[2][64], ref_tg[2][64];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char stem[512], name[128];
-        snprintf(stem, sizeof stem, "%s/%.*s", dir, (int)strcspn(cases[c].open_as, "."), cases[c].open_as);
+        snprintf(stem, sizeof stem, "%s/%.*s", check_scratch, (int)strcspn(cases[c].open_as, "."), cases[c].open_as);
         int64_t big = cases[c].big;
         /* Megatron: uneven sequences, so the stream crosses sequence boundaries inside a batch */
         int64_t ends[40], ns = 0;
@@ -182,7 +165,7 @@ static void test_formats(void) {
         int rc = data_write(stem, cases[c].f, cases[c].t, gen_src, &big, n, cases[c].f == DATA_MEGATRON ? ends : NULL,
                             ns, err, sizeof err);
         data_file d;
-        int ro = rc ? -1 : data_open(&d, tpath(cases[c].open_as), big ? 128256 : 256, 8, 0, err, sizeof err);
+        int ro = rc ? -1 : data_open(&d, check_path(cases[c].open_as), big ? 128256 : 256, 8, 0, err, sizeof err);
         snprintf(name, sizeof name, "data_format_%s_%s_reads_back", data_format_names[cases[c].f],
                  data_dtype_names[cases[c].t]);
         int ok = rc == 0 && ro == 0 && d.ntokens == n && d.format == cases[c].f && d.dtype == cases[c].t;
@@ -209,12 +192,12 @@ static void test_formats(void) {
     }
     /* the writer refuses what the format cannot hold, and leaves nothing */
     int64_t big = 1;
-    int rc = data_write(tpath("w16"), DATA_NANOGPT, DATA_U16, gen_src, &big, n, NULL, 0, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, "does not fit u16") && access(tpath("w16.bin"), F_OK) != 0 &&
-              access(tpath("w16.bin.tmp"), F_OK) != 0, "data_write_refuses_id_too_wide", "rc %d: %s", rc, err);
-    rc = data_write(tpath("w32"), DATA_MEGATRON, DATA_U32, gen_src, &big, n, NULL, 0, err, sizeof err);
+    int rc = data_write(check_path("w16"), DATA_NANOGPT, DATA_U16, gen_src, &big, n, NULL, 0, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "does not fit u16") && access(check_path("w16.bin"), F_OK) != 0 &&
+              access(check_path("w16.bin.tmp"), F_OK) != 0, "data_write_refuses_id_too_wide", "rc %d: %s", rc, err);
+    rc = data_write(check_path("w32"), DATA_MEGATRON, DATA_U32, gen_src, &big, n, NULL, 0, err, sizeof err);
     CHECK(rc == -1 && strstr(err, "cannot hold"), "data_write_megatron_has_no_u32", "rc %d: %s", rc, err);
-    rc = data_write(tpath("nodir/x"), DATA_NPY, DATA_U16, gen_src, &big, n, NULL, 0, err, sizeof err);
+    rc = data_write(check_path("nodir/x"), DATA_NPY, DATA_U16, gen_src, &big, n, NULL, 0, err, sizeof err);
     CHECK(rc == -1 && strstr(err, "cannot create"), "data_write_bad_dir", "rc %d: %s", rc, err);
 }
 
@@ -227,7 +210,7 @@ static void llmc_file(const char *p, int32_t magic, int32_t version, int32_t cou
         uint32_t v = (uint32_t)(i * 5 % 256);
         put(b, &v, (size_t)eb);
     }
-    write_bytes(p, b->b, b->n);
+    check_write_file(p, b->b, b->n);
     free(b);
 }
 
@@ -246,7 +229,7 @@ static void npy_file(const char *p, int major, const char *dict, const void *dat
     b->b[at + len - 1] = '\n';
     b->n += len;
     put(b, data, bytes);
-    write_bytes(p, b->b, b->n);
+    check_write_file(p, b->b, b->n);
     free(b);
 }
 
@@ -255,7 +238,7 @@ static void megatron_files(const char *prefix, int code, int S, const int32_t *l
                            const int64_t *docs, const void *bin, size_t bin_bytes, uint64_t version) {
     char p[600];
     snprintf(p, sizeof p, "%s.bin", prefix);
-    write_bytes(p, bin, bin_bytes);
+    check_write_file(p, bin, bin_bytes);
     buf_t *b = calloc(1, sizeof *b);
     put(b, "MMIDIDX\0\0", 9);
     put_u64(b, version);
@@ -267,14 +250,14 @@ static void megatron_files(const char *prefix, int code, int S, const int32_t *l
     put(b, ptr, 8 * (size_t)S);
     put(b, docs, 8 * (size_t)D);
     snprintf(p, sizeof p, "%s.idx", prefix);
-    write_bytes(p, b->b, b->n);
+    check_write_file(p, b->b, b->n);
     free(b);
 }
 
 static void test_hand_built(void) {
     data_file d;
     /* llm.c uint16 and uint32 */
-    const char *p = tpath("llmc.bin");
+    const char *p = check_path("llmc.bin");
     llmc_file(p, 20240520, 1, 100, 2, 100);
     int rc = data_open(&d, p, 256, 8, 0, err, sizeof err);
     int64_t v[100];
@@ -298,13 +281,13 @@ static void test_hand_built(void) {
     llmc_file(p, 20240520, 1, -1, 2, 100);
     expect_bad_named("llmc_count_negative", p, p, "says -1 tokens");
     int32_t magic = 20240520;
-    write_bytes(p, &magic, 4); /* the magic alone */
+    check_write_file(p, &magic, 4); /* the magic alone */
     expect_bad_named("llmc_header_truncated", p, p, "the header alone is 1024");
 
     /* .npy versions 1, 2 and 3, and every refusal */
     int32_t i4[50];
     for (int i = 0; i < 50; i++) i4[i] = i * 3;
-    p = tpath("a.npy");
+    p = check_path("a.npy");
     for (int major = 1; major <= 3; major++) {
         npy_file(p, major, "{'descr': '<i4', 'fortran_order': False, 'shape': (50,), }", i4, sizeof i4);
         rc = data_open(&d, p, 256, 8, 0, err, sizeof err);
@@ -345,7 +328,7 @@ static void test_hand_built(void) {
     expect_bad_named("npy_shape_smaller_than_file", p, p, "says 49 tokens but the file holds 50");
     npy_file(p, 4, "{'descr': '<u2', 'fortran_order': False, 'shape': (100,), }", u4, sizeof u4);
     expect_bad_named("npy_version_4", p, p, "format version 4.0");
-    write_bytes(p, "\x93NUMPY\x01\x00\xff\x7f{'descr'", 17);
+    check_write_file(p, "\x93NUMPY\x01\x00\xff\x7f{'descr'", 17);
     expect_bad_named("npy_header_length_past_end", p, p, "header length 32767 is larger than the file");
 
     /* Megatron: a stream in index order, not file order; prefix, .bin and .idx all name it */
@@ -353,11 +336,11 @@ static void test_hand_built(void) {
     for (int i = 0; i < 60; i++) bin[i] = (uint16_t)(i + 100);
     int32_t len[3] = {10, 20, 15};
     int64_t ptr[3] = {80, 0, 40}, docs[3] = {0, 2, 3}; /* bytes: seq 0 = bin[40..50), seq 1 = bin[0..20), seq 2 = bin[20..35) */
-    const char *pre = tpath("meg");
+    const char *pre = check_path("meg");
     megatron_files(pre, 8, 3, len, ptr, 3, docs, bin, sizeof bin, 1);
     const char *names[] = {"meg", "meg.bin", "meg.idx"};
     for (int k = 0; k < 3; k++) {
-        rc = data_open(&d, tpath(names[k]), 256, 8, 0, err, sizeof err);
+        rc = data_open(&d, check_path(names[k]), 256, 8, 0, err, sizeof err);
         int ok = rc == 0 && d.format == DATA_MEGATRON && d.ntokens == 45 && d.nruns == 2;
         if (ok) {
             data_read(&d, 0, 45, v);
@@ -399,7 +382,7 @@ static void test_hand_built(void) {
     FILE *fp = fopen(idx, "ab");
     fputc(0, fp), fclose(fp);
     expect_bad_named("megatron_index_size_mismatch", pre, idx, "does not match");
-    write_bytes(idx, "MMIDIDY\0\0", 9);
+    check_write_file(idx, "MMIDIDY\0\0", 9);
     expect_bad_named("megatron_bad_magic", pre, idx, "not a Megatron index");
     int32_t bi[30]; /* int32 ids; two sequences that overlap in the .bin: [0, 10) and [5, 25) */
     for (int i = 0; i < 30; i++) bi[i] = i;
@@ -427,7 +410,7 @@ static double now_s(void) {
 }
 
 static void test_sparse_big(void) {
-    const char *p = tpath("sparse.bin");
+    const char *p = check_path("sparse.bin");
     const int64_t bytes = (int64_t)5 << 29; /* 2.5 GiB: 1.34e9 tokens, byte offsets past 2^31 */
     int fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, 0644);
     uint16_t tail[4] = {1, 2, 3, 4};
@@ -552,15 +535,15 @@ static void test_mkdata(void) {
         SKIP("mkdata", "build/mkdata not built");
         return;
     }
-    const char *txt = tpath("text.txt");
+    const char *txt = check_path("text.txt");
     size_t n = 1019; /* val = floor(1019 * 0.05) = 50, train = 969 */
     unsigned char *text = malloc(n);
     for (size_t i = 0; i < n; i++) text[i] = (unsigned char)((i * 31 + 7) % 256);
-    write_bytes(txt, text, n);
+    check_write_file(txt, text, n);
     const char *fmts[] = {"nanogpt", "llmc", "npy", "megatron"};
     for (int f = 0; f < 4; f++) {
         char out[512], tr[600], va[600], name[96];
-        snprintf(out, sizeof out, "%s/kjv_%s", dir, fmts[f]);
+        snprintf(out, sizeof out, "%s/kjv_%s", check_scratch, fmts[f]);
         int rc = run_prog((char *const[]){prog, "--format", (char *)fmts[f], (char *)txt, out, NULL});
         const char *ext = f == 2 ? "npy" : "bin";
         snprintf(tr, sizeof tr, "%s/train.%s", out, ext), snprintf(va, sizeof va, "%s/val.%s", out, ext);
@@ -588,8 +571,8 @@ static void test_mkdata(void) {
     }
     /* conversion: llm.c uint32 from the npy train file, then back to nanoGPT: the same tokens */
     char src[600], mid[600], back[600];
-    snprintf(src, sizeof src, "%s/kjv_npy/train.npy", dir);
-    snprintf(mid, sizeof mid, "%s/conv32.bin", dir), snprintf(back, sizeof back, "%s/conv16.bin", dir);
+    snprintf(src, sizeof src, "%s/kjv_npy/train.npy", check_scratch);
+    snprintf(mid, sizeof mid, "%s/conv32.bin", check_scratch), snprintf(back, sizeof back, "%s/conv16.bin", check_scratch);
     int rc1 = run_prog((char *const[]){prog, "--convert", "--format", "llmc", "--dtype", "u32", src, mid, NULL});
     int rc2 = run_prog((char *const[]){prog, "--convert", mid, back, NULL});
     data_file a, b;
@@ -605,34 +588,33 @@ static void test_mkdata(void) {
     if (ra == 0) data_close(&a);
     if (rb == 0) data_close(&b);
     char out[512];
-    snprintf(out, sizeof out, "%s/kjv_nanogpt", dir);
+    snprintf(out, sizeof out, "%s/kjv_nanogpt", check_scratch);
     CHECK(run_prog((char *const[]){prog, NULL}) == 2, "mkdata_usage_exit_2", "wrong exit");
     CHECK(run_prog((char *const[]){prog, "--format", "parquet", (char *)txt, out, NULL}) == 2,
           "mkdata_unknown_format_exit_2", "wrong exit");
     CHECK(run_prog((char *const[]){prog, "--format", "nanogpt", "--dtype", "u32", (char *)txt, out, NULL}) == 2,
           "mkdata_format_dtype_mismatch_exit_2", "wrong exit");
-    CHECK(run_prog((char *const[]){prog, (char *)tpath("no-such.txt"), out, NULL}) == 2, "mkdata_missing_input_exit_2",
+    CHECK(run_prog((char *const[]){prog, (char *)check_path("no-such.txt"), out, NULL}) == 2, "mkdata_missing_input_exit_2",
           "wrong exit");
-    CHECK(run_prog((char *const[]){prog, "--convert", (char *)tpath("no-such.bin"), (char *)tpath("x.bin"), NULL}) == 2,
+    CHECK(run_prog((char *const[]){prog, "--convert", (char *)check_path("no-such.bin"), (char *)check_path("x.bin"), NULL}) == 2,
           "mkdata_convert_missing_input_exit_2", "wrong exit");
     /* a 1-byte text: refused, no (empty) val.bin written */
-    const char *one = tpath("one.txt");
-    write_bytes(one, "a", 1);
+    const char *one = check_path("one.txt");
+    check_write_file(one, "a", 1);
     char od[600], ov[700];
-    snprintf(od, sizeof od, "%s/one_out", dir);
+    snprintf(od, sizeof od, "%s/one_out", check_scratch);
     snprintf(ov, sizeof ov, "%s/val.bin", od);
     int rc = run_prog((char *const[]){prog, (char *)one, od, NULL});
     CHECK(rc == 2 && access(ov, F_OK) != 0, "mkdata_one_byte_refused_no_val", "rc %d, val.bin exists %d", rc,
           access(ov, F_OK) == 0);
-    CHECK(run_prog((char *const[]){prog, (char *)txt, (char *)tpath("a/b/c"), NULL}) == 1,
+    CHECK(run_prog((char *const[]){prog, (char *)txt, (char *)check_path("a/b/c"), NULL}) == 1,
           "mkdata_bad_outdir_exit_1", "wrong exit");
     free(text);
 }
 
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/meshsweep_test_data.XXXXXX");
-    if (!mkdtemp(dir)) {
+    if (check_mkscratch("test_data")) {
         printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
         return 1;
     }
@@ -642,6 +624,6 @@ int main(void) {
     test_sparse_big();
     test_synthetic();
     test_mkdata();
-    check_rmtree(dir);
+    check_rmtree(check_scratch);
     return check_exit();
 }

@@ -18,29 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[256];
 static char err[1024];
 
-static const char *tpath(const char *name) {
-    static char buf[8][512];
-    static int k = 0;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp) != 0) {
-        fprintf(stderr, "test_io: cannot write fixture %s\n", path);
-        exit(1);
-    }
-}
-static void write_text(const char *path, const char *s) { write_bytes(path, s, strlen(s)); }
+static void write_text(const char *path, const char *s) { check_write_file(path, s, strlen(s)); }
 
 /* Number of entries in dir whose name contains `sub`. */
 static int count_files(const char *sub) {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(check_scratch);
     if (!d) return -1;
     int n = 0;
     struct dirent *e;
@@ -149,7 +133,7 @@ static void test_presets(void) {
     "\"max_position_embeddings\": 256"
 
 static void expect_bad_config(const char *name, const char *json, const char *want) {
-    const char *p = tpath("config.json");
+    const char *p = check_path("config.json");
     write_text(p, json);
     model_config c;
     err[0] = 0;
@@ -161,7 +145,7 @@ static void expect_bad_config(const char *name, const char *json, const char *wa
 
 static void test_hf_config(void) {
     model_config c;
-    const char *p = tpath("config.json");
+    const char *p = check_path("config.json");
     write_text(p, "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"torch_dtype\": \"bfloat16\",\n"
                   " \"bos_token_id\": 128000, \"eos_token_id\": [128001, 128009], \"hidden_act\": \"silu\",\n"
                   " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0,\n"
@@ -316,7 +300,7 @@ static void test_hf_config(void) {
     CHECK(rc == -2 && strstr(err, "ck.st: 4 tensors the model does not have: extra.a, model.layers.1.bogus.weight, extra.c, ...") &&
               !strstr(err, "extra.d"), "ckpt_unknown_tensors_three_named", "rc %d: %s", rc, err);
     printf("#    %s\n", err);
-    const char *missing = tpath("nope/config.json");
+    const char *missing = check_path("nope/config.json");
     rc = config_resolve(&c, missing, err, sizeof err);
     CHECK(rc == -1 && strstr(err, missing), "hf_config_missing_file", "rc %d: %s", rc, err);
 }
@@ -381,7 +365,7 @@ static void write_st_raw(const char *path, const char *hdr, size_t hdr_len, uint
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(hlen_field >> (8 * i));
     memcpy(buf + 8, hdr, hdr_len);
     if (data_len) memcpy(buf + 8 + hdr_len, data, data_len);
-    write_bytes(path, buf, n);
+    check_write_file(path, buf, n);
     free(buf);
 }
 static void write_st(const char *path, const char *hdr, size_t data_len) {
@@ -404,7 +388,7 @@ static void expect_bad_st(const char *name, const char *path, const char *want1,
 
 static void test_safetensors(void) {
     /* --- writer round trip --- */
-    const char *path = tpath("model.safetensors");
+    const char *path = check_path("model.safetensors");
     const char *names[] = {"model.embed_tokens.weight", "model.norm.weight", "scalar", "empty", "w4d"};
     int ndims[] = {2, 1, 0, 2, 4};
     int64_t shapes[][4] = {{5, 3}, {7}, {0}, {0, 9}, {2, 1, 3, 2}};
@@ -476,7 +460,7 @@ static void test_safetensors(void) {
     }
 
     /* --- writer failures leave nothing behind --- */
-    const char *p2 = tpath("aborted.safetensors");
+    const char *p2 = check_path("aborted.safetensors");
     w = st_writer_begin(p2, 1, names, ndims, (const int64_t(*)[4])shapes, err, sizeof err);
     if (w) st_writer_put(w, data, 3, err, sizeof err);
     st_writer_abort(w);
@@ -510,13 +494,13 @@ static void test_safetensors(void) {
     w = st_writer_begin(p2, 1, dup, nd1, (const int64_t(*)[4])shneg, err, sizeof err);
     CHECK(w == NULL && strstr(err, "shape"), "st_writer_rejects_negative_shape", "%s", err);
     st_writer_abort(w);
-    w = st_writer_begin(tpath("nodir/x.safetensors"), 1, dup, nd1, (const int64_t(*)[4])sh1, err, sizeof err);
+    w = st_writer_begin(check_path("nodir/x.safetensors"), 1, dup, nd1, (const int64_t(*)[4])sh1, err, sizeof err);
     CHECK(w == NULL && strstr(err, "nodir"), "st_writer_unwritable_dir", "%s", err);
     st_writer_abort(w);
     free(data);
 
     /* --- BF16 by hand, with an F32 neighbour and HF-style space padding --- */
-    const char *pb = tpath("bf16.safetensors");
+    const char *pb = check_path("bf16.safetensors");
     const char *hb = "{\"__metadata__\":{\"format\":\"pt\"},"
                      "\"x\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
                      "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}        ";
@@ -543,10 +527,10 @@ static void test_safetensors(void) {
     }
 
     /* --- corruptions: each rejected with one line naming the file (and the tensor) --- */
-    const char *pc = tpath("bad.safetensors");
-    write_bytes(pc, "\x05\0\0\0", 4);
+    const char *pc = check_path("bad.safetensors");
+    check_write_file(pc, "\x05\0\0\0", 4);
     expect_bad_st("st_bad_file_under_8_bytes", pc, "too short", NULL);
-    write_bytes(pc, "", 0);
+    check_write_file(pc, "", 0);
     expect_bad_st("st_bad_empty_file", pc, "too short", NULL);
     const char *h_ok = "{\"t\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
     write_st_raw(pc, h_ok, strlen(h_ok), 1000, "", 0);
@@ -615,8 +599,8 @@ static void test_safetensors(void) {
     expect_bad_st("st_bad_empty_name", pc, "empty name", NULL);
     write_st_raw(pc, "", 0, 0, "", 0);
     expect_bad_st("st_bad_zero_header", pc, "header", NULL);
-    expect_bad_st("st_bad_missing_file", tpath("does-not-exist.safetensors"), "cannot open", NULL);
-    expect_bad_st("st_bad_directory", dir, "regular file", NULL);
+    expect_bad_st("st_bad_missing_file", check_path("does-not-exist.safetensors"), "cannot open", NULL);
+    expect_bad_st("st_bad_directory", check_scratch, "regular file", NULL);
 
     /* valid edge cases: empty header object, gaps between tensors, zero-size tensor */
     write_st(pc, "{}", 0);
@@ -632,8 +616,7 @@ static void test_safetensors(void) {
 
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/meshsweep_test_io.XXXXXX");
-    if (!mkdtemp(dir)) {
+    if (check_mkscratch("test_io")) {
         printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
         return 1;
     }
@@ -641,6 +624,6 @@ int main(void) {
     test_hf_config();
     test_parsers();
     test_safetensors();
-    check_rmtree(dir);
+    check_rmtree(check_scratch);
     return check_exit();
 }
