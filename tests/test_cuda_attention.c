@@ -3,7 +3,7 @@
  * What it is: first the warp-level mma itself (cuda_mma_selftest: one warp computes D = A·B + C for
  * a random 16x16x8 bf16 tile through the kernels' fragment loads): D must match a host product, and
  * the same tile with A's fragment filled transposed must NOT match, so a wrong fragment layout
- * cannot pass (in the emulator, kernels/cuda/cuda_emu_mma.cuh rebuilds the matrices from the
+ * cannot pass (in the emulator, tests/emu/cuda_emu_mma.cuh rebuilds the matrices from the
  * documented per-lane layout; on a GPU it is the real instruction). Then causal attention forward
  * (out, lse) and backward (dq, dk, dv accumulated into non-zero gradients, and each gradient alone
  * with the others NULL) at head dims 64 and 128, with GQA and MQA, T a multiple of the 64-row tile,

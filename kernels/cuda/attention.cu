@@ -308,7 +308,7 @@ attention_backward_dkv_kernel(S *dk, S *dv, const S *dout, const S *out, const f
 /* ==== tensor-core kernels (bf16, head dims 64 and 128) ========================================
  * Flash attention 2 on mma.sync.m16n8k16 (bf16 operands, fp32 accumulation). Each warp owns 16
  * rows of the block's tile and keeps its operands as the fragments of the PTX ISA table (see
- * kernels/cuda/cuda_emu_mma.cuh, which emulates the instruction from that table): groupID
+ * tests/emu/cuda_emu_mma.cuh, which emulates the instruction from that table): groupID
  * g = lane >> 2 and t = lane % 4 hold rows g and g+8, columns 2t, 2t+1 (and +8). The fp32
  * accumulator of a score tile S = Q·Kᵀ has the layout of an A operand once rounded to bf16 pairs,
  * so P and dS feed the next mma straight from registers. Shared tiles are bf16 rows of HD + 8

@@ -23,7 +23,7 @@
  * Attention at head dims 64 and 128 runs on the tensor-core kernels of attention.cu (P and dS are
  * rounded to bf16 as mma operands there), other head dims on the shared scalar template.
  * What it is not: a place that keeps fp32 copies: the master weights,
- * their gradients and the AdamW state are the engine's fp32 buffers (core/fsdp).
+ * their gradients and the AdamW state are the engine's fp32 buffers (core/engine/fsdp).
  */
 #include "kernels/cuda/cuda_common.cuh"
 
