@@ -52,9 +52,10 @@ int main(int argc, char **argv) {
     comm_group tpg, dpg;
     comm_null_group(&tpg, m.tp, m.tp_rank); comm_null_group(&dpg, m.dp, m.dp_rank);
     model_opts mo = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
-    mem_init(&ops_null, 1, 0);
+    engine_t E;
+    engine_init_plan(&E, 0);
     model_t M;
-    if (model_init(&M, &c, &m, &tpg, &dpg, &ops_null, &mo, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (model_init(&M, &E, &c, &m, &tpg, &dpg, &mo, err, sizeof err)) { cli_say("%s", err); return 2; }
     if (o.threads) { char v[16]; snprintf(v, sizeof v, "%d", o.threads); setenv("MESHSWEEP_INIT_THREADS", v, 1); }
     long long n = 0;
     for (int i = 0; i < M.fsdp.n; i++) n += M.units[i].shard;
@@ -65,6 +66,6 @@ int main(int argc, char **argv) {
     printf("# %14s %10s %10s %12s\n", "owned_elems", "wall_s", "cpu_s", "cpu_ns_elem");
     printf("%16lld %10.3f %10.3f %12.2f\n", n, w, cs, cs * 1e9 / (double)(n ? n : 1));
     model_free(&M);
-    mem_shutdown();
+    engine_release(&E);
     return 0;
 }

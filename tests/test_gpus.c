@@ -4,7 +4,7 @@
  * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget. */
 #include "tests/check.h"
 #include "core/engine/gpus.h"
-#include "core/engine/mem.h"
+#include "core/engine/engine.h"
 #include <string.h>
 
 #define GiB (1024ull * 1024ull * 1024ull)
@@ -86,10 +86,11 @@ int main(void) {
 #endif
 
     /* the warm-up belongs to the runtime's overhead, not to the tracked bytes the budget caps */
-    mem_init(&ops_cpu, 0, 0);
-    gpus_warm_runtime(&ops_cpu);
-    CHECK(mem_get_stats()->total_peak == 0, "gpus_warm_runtime_outside_tracked_allocator", "%llu tracked",
-          (unsigned long long)mem_get_stats()->total_peak);
-    mem_shutdown();
+    engine_t E;
+    engine_init(&E, &ops_cpu, 0);
+    gpus_warm_runtime(E.ops);
+    CHECK(mem_get_stats(&E.mem)->total_peak == 0, "gpus_warm_runtime_outside_tracked_allocator", "%llu tracked",
+          (unsigned long long)mem_get_stats(&E.mem)->total_peak);
+    engine_release(&E);
     return check_exit();
 }

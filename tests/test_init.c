@@ -90,9 +90,10 @@ static int model_case(int world, int tp, int rank, int vocab) {
     comm_null_group(&tpg, m.tp, m.tp_rank); comm_null_group(&dpg, m.dp, m.dp_rank);
     model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
     model_t A, B;
-    mem_init(&ops_cpu, 0, 0);
-    if (model_init(&A, &c, &m, &tpg, &dpg, &ops_cpu, &o, err, sizeof err) ||
-        model_init(&B, &c, &m, &tpg, &dpg, &ops_cpu, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); return 1; }
+    engine_t E;
+    engine_init(&E, &ops_cpu, 0);
+    if (model_init(&A, &E, &c, &m, &tpg, &dpg, &o, err, sizeof err) ||
+        model_init(&B, &E, &c, &m, &tpg, &dpg, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); return 1; }
     setenv("MESHSWEEP_INIT_THREADS", "5", 1);
     model_init_params(&A, 4242);
     unsetenv("MESHSWEEP_INIT_THREADS");
@@ -107,7 +108,7 @@ static int model_case(int world, int tp, int rank, int vocab) {
     snprintf(name, sizeof name, "init_model_bitwise_world%d_tp%d_rank%d_vocab%d", world, tp, rank, vocab);
     CHECK(bad == 0 && n > 0, name, "%lld of %d units differ (%lld elements)", (long long)bad, A.fsdp.n, (long long)n);
     model_free(&A); model_free(&B);
-    mem_shutdown();
+    engine_release(&E);
     return 0;
 }
 

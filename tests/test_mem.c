@@ -5,7 +5,7 @@
  * byte more is refused — in plan mode (recorded in the stats, counting goes on) and in real mode (the
  * out-of-memory handler runs before anything is allocated; here it jumps back instead of exiting).
  * Plan: a budget of exactly the planned peak fits, one byte less stops at the same allocation in the
- * plan. Closed form (README "Closed-form memory model"): params = 4*sum_u ceil(P_u/dp),
+ * plan. Arenas: a plan arena beside a real one leaves it untouched. Closed form (README "Closed-form memory model"): params = 4*sum_u ceil(P_u/dp),
  * optimizer = 2*params, grads = params + (dp > 1) 4*(padded P_root + padded P_layer), with P_u
  * computed here from the config, on several meshes. */
 #include "tests/check.h"
@@ -24,11 +24,12 @@ static void oom_jump(const mem_stats *s) { g_oom_calls++; g_oom_seen = *s; longj
 static void test_tracking(int plan) {
     const char *m = plan ? "plan" : "real";
     char n[96];
-    mem_init(plan ? &ops_null : &ops_cpu, plan, 0);
-    void *a = mem_alloc(MEM_PARAMS, 1000);
-    void *b = mem_alloc(MEM_ACTIVATIONS, 5000);
-    void *c = mem_calloc(MEM_WORKSPACE, 3000);
-    const mem_stats *s = mem_get_stats();
+    mem_arena A_, *A = &A_;
+    mem_arena_init(A, plan ? NULL : &ops_cpu, plan, 0);
+    void *a = mem_alloc(A, MEM_PARAMS, 1000);
+    void *b = mem_alloc(A, MEM_ACTIVATIONS, 5000);
+    void *c = mem_calloc(A, MEM_WORKSPACE, 3000);
+    const mem_stats *s = mem_get_stats(A);
     snprintf(n, sizeof n, "mem_%s_current_per_category", m);
     CHECK(s->cur[MEM_PARAMS] == 1000 && s->cur[MEM_ACTIVATIONS] == 5000 && s->cur[MEM_WORKSPACE] == 3000 &&
           s->cur[MEM_GRADS] == 0 && s->total_cur == 9000, n, "cur %llu %llu %llu total %llu",
@@ -39,10 +40,10 @@ static void test_tracking(int plan) {
         for (int i = 0; i < 3000; i++) zero &= ((unsigned char *)c)[i] == 0;
         CHECK(zero, "mem_real_calloc_zeroes", "mem_calloc returned non-zero bytes");
     }
-    mem_free(b);                                   /* total 4000; peak so far 9000 */
-    void *d = mem_alloc(MEM_GRADS, 4000);          /* total 8000 */
-    void *e = mem_alloc(MEM_ACTIVATIONS, 2000);    /* total 10000: new total peak */
-    s = mem_get_stats();
+    mem_free(A, b);                                   /* total 4000; peak so far 9000 */
+    void *d = mem_alloc(A, MEM_GRADS, 4000);          /* total 8000 */
+    void *e = mem_alloc(A, MEM_ACTIVATIONS, 2000);    /* total 10000: new total peak */
+    s = mem_get_stats(A);
     snprintf(n, sizeof n, "mem_%s_peak_per_category", m);
     CHECK(s->peak[MEM_ACTIVATIONS] == 5000 && s->peak[MEM_GRADS] == 4000 && s->peak[MEM_PARAMS] == 1000 &&
           s->cur[MEM_ACTIVATIONS] == 2000, n, "peak act %llu grads %llu",
@@ -57,53 +58,76 @@ static void test_tracking(int plan) {
           s->at_peak[MEM_WORKSPACE] == 3000 && s->at_peak[MEM_PARAMS] == 1000, n,
           "at_peak act %llu grads %llu ws %llu (sum %llu)", (unsigned long long)s->at_peak[MEM_ACTIVATIONS],
           (unsigned long long)s->at_peak[MEM_GRADS], (unsigned long long)s->at_peak[MEM_WORKSPACE], (unsigned long long)sum);
-    mem_free(e); mem_free(d);
-    mem_reset_peaks();
-    s = mem_get_stats();
+    mem_free(A, e); mem_free(A, d);
+    mem_reset_peaks(A);
+    s = mem_get_stats(A);
     snprintf(n, sizeof n, "mem_%s_reset_peaks", m);
     CHECK(s->total_peak == 4000 && s->peak[MEM_ACTIVATIONS] == 0 && s->peak[MEM_WORKSPACE] == 3000, n,
           "after reset: total peak %llu act peak %llu", (unsigned long long)s->total_peak,
           (unsigned long long)s->peak[MEM_ACTIVATIONS]);
-    mem_free(a); mem_free(c);
+    mem_free(A, a); mem_free(A, c);
     snprintf(n, sizeof n, "mem_%s_all_freed", m);
-    CHECK(mem_get_stats()->total_cur == 0, n, "total_cur %llu", (unsigned long long)mem_get_stats()->total_cur);
-    mem_shutdown();
+    CHECK(mem_get_stats(A)->total_cur == 0, n, "total_cur %llu", (unsigned long long)mem_get_stats(A)->total_cur);
+    mem_arena_release(A);
 }
 
 static void test_budget_plan(void) {
-    mem_init(&ops_null, 1, 10000);
-    mem_alloc(MEM_PARAMS, 6000);
-    mem_alloc(MEM_GRADS, 4000);                    /* exactly the budget */
-    const mem_stats *s = mem_get_stats();
+    mem_arena A_, *A = &A_;
+    mem_arena_init(A, NULL, 1, 10000);
+    mem_alloc(A, MEM_PARAMS, 6000);
+    mem_alloc(A, MEM_GRADS, 4000);                    /* exactly the budget */
+    const mem_stats *s = mem_get_stats(A);
     CHECK(!s->over_budget && s->total_cur == 10000, "mem_plan_budget_exact_fits", "over_budget %d at %llu",
           s->over_budget, (unsigned long long)s->total_cur);
-    mem_alloc(MEM_WORKSPACE, 1);                   /* one byte over */
-    s = mem_get_stats();
+    mem_alloc(A, MEM_WORKSPACE, 1);                   /* one byte over */
+    s = mem_get_stats(A);
     CHECK(s->over_budget && s->oom_cat == MEM_WORKSPACE && s->oom_bytes == 1 && s->oom_in_use == 10000 &&
           s->total_cur == 10001, "mem_plan_budget_one_byte_over", "over %d cat %d bytes %llu in use %llu",
           s->over_budget, (int)s->oom_cat, (unsigned long long)s->oom_bytes, (unsigned long long)s->oom_in_use);
-    mem_shutdown();
+    mem_arena_release(A);
 }
 
 static void test_budget_real(void) {
-    mem_set_oom_handler(oom_jump);
-    mem_init(&ops_cpu, 0, 10000);
+    mem_arena A_, *A = &A_;
+    mem_arena_init(A, &ops_cpu, 0, 10000);
+    mem_set_oom_handler(A, oom_jump);
     g_oom_calls = 0;
     void *volatile a = NULL, *volatile b = NULL, *volatile c = NULL;
     if (setjmp(g_jmp) == 0) {
-        a = mem_alloc(MEM_PARAMS, 6000);
-        b = mem_alloc(MEM_OPTIMIZER, 4000);        /* exactly the budget */
+        a = mem_alloc(A, MEM_PARAMS, 6000);
+        b = mem_alloc(A, MEM_OPTIMIZER, 4000);        /* exactly the budget */
     }
-    CHECK(g_oom_calls == 0 && a && b && mem_get_stats()->total_cur == 10000, "mem_real_budget_exact_fits",
-          "oom handler called %d times at %llu bytes", g_oom_calls, (unsigned long long)mem_get_stats()->total_cur);
-    if (setjmp(g_jmp) == 0) c = mem_alloc(MEM_ACTIVATIONS, 1);
+    CHECK(g_oom_calls == 0 && a && b && mem_get_stats(A)->total_cur == 10000, "mem_real_budget_exact_fits",
+          "oom handler called %d times at %llu bytes", g_oom_calls, (unsigned long long)mem_get_stats(A)->total_cur);
+    if (setjmp(g_jmp) == 0) c = mem_alloc(A, MEM_ACTIVATIONS, 1);
     CHECK(g_oom_calls == 1 && !c && g_oom_seen.oom_cat == MEM_ACTIVATIONS && g_oom_seen.oom_bytes == 1 &&
-          g_oom_seen.oom_in_use == 10000 && g_oom_seen.budget == 10000 && mem_get_stats()->total_cur == 10000,
+          g_oom_seen.oom_in_use == 10000 && g_oom_seen.budget == 10000 && mem_get_stats(A)->total_cur == 10000,
           "mem_real_budget_one_byte_over_stops", "handler calls %d, cat %d, bytes %llu, in use %llu, total now %llu",
           g_oom_calls, (int)g_oom_seen.oom_cat, (unsigned long long)g_oom_seen.oom_bytes,
-          (unsigned long long)g_oom_seen.oom_in_use, (unsigned long long)mem_get_stats()->total_cur);
-    mem_set_oom_handler(NULL);
-    mem_shutdown();
+          (unsigned long long)g_oom_seen.oom_in_use, (unsigned long long)mem_get_stats(A)->total_cur);
+    mem_set_oom_handler(A, NULL);
+    mem_arena_release(A);
+}
+
+/* two arenas are independent: a plan arena made, used and released while a real one holds memory
+ * leaves the real one's allocations and figures as they were (the budget gate plans beside a live engine) */
+static void test_arenas_coexist(void) {
+    mem_arena live, plan;
+    mem_arena_init(&live, &ops_cpu, 0, 0);
+    unsigned char *p = mem_alloc(&live, MEM_PARAMS, 4096);
+    for (int i = 0; i < 4096; i++) p[i] = (unsigned char)i;
+    mem_stats before = *mem_get_stats(&live);
+    mem_arena_init(&plan, NULL, 1, 100);
+    mem_alloc(&plan, MEM_ACTIVATIONS, 1 << 20);
+    int plan_counted = mem_get_stats(&plan)->total_cur == 1 << 20 && mem_get_stats(&plan)->over_budget;
+    mem_arena_release(&plan);
+    int intact = 1;
+    for (int i = 0; i < 4096; i++) intact &= p[i] == (unsigned char)i;
+    CHECK(plan_counted && intact && !memcmp(&before, mem_get_stats(&live), sizeof before), "mem_arenas_coexist",
+          "plan counted %d, live bytes intact %d, live figures unchanged %d", plan_counted, intact,
+          !memcmp(&before, mem_get_stats(&live), sizeof before));
+    mem_free(&live, p);
+    mem_arena_release(&live);
 }
 
 static model_config cfg(void) {
@@ -176,6 +200,7 @@ int main(void) {
     test_tracking(0);
     test_budget_plan();
     test_budget_real();
+    test_arenas_coexist();
     test_plan_boundary(1, 1);
     test_plan_boundary(8, 2);
     test_plan_boundary(8, 8);

@@ -30,6 +30,7 @@ static model_config cfg(void) {
 enum { B = 2, T = 8 };
 static int32_t in[B * T], tg[B * T];
 static comm_group g1, g2;
+static engine_t g_E;          /* the live engine of the model under test */
 
 /* tied embeddings, and llama3 rope_scaling whose bands all occur at hd 4 with these numbers */
 static model_config cfg_tied(void) {
@@ -46,7 +47,7 @@ static void build_cfg(model_t *M, model_config c, int ckpt) {
     mesh_init(&m, 1, 0, 1, err, sizeof err);
     comm_null_group(&g1, 1, 0); comm_null_group(&g2, 1, 0);
     model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = ckpt, .abytes = 4};
-    if (model_init(M, &c, &m, &g1, &g2, &ops_cpu, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); exit(1); }
+    if (model_init(M, &g_E, &c, &m, &g1, &g2, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); exit(1); }
     model_init_params(M, 7);
 }
 
@@ -116,14 +117,14 @@ static void fd_check(model_t *M, const char *tag) {
 int main(void) {
     cpu_blas_init();
     for (int i = 0; i < B * T; i++) { in[i] = (int32_t)(init_splitmix64(i) % 37); tg[i] = (int32_t)(init_splitmix64(i + 100) % 37); }
-    mem_init(&ops_cpu, 0, 0);
+    engine_init(&g_E, &ops_cpu, 0);
     model_t M;
     build(&M, 0);
     double L0 = model_forward_backward(&M, in, tg, 1.0f);
     CHECK(isfinite(L0) && L0 > 0, "model_loss_finite", "loss %g", L0);
     /* initial loss of a random model is about ln V per token */
     CHECK(fabs(L0 / (B * T) - log(37.0)) < 1.0, "model_initial_loss_near_lnV", "mean loss %g vs ln 37 = %g", L0 / (B * T), log(37.0));
-    const mem_stats *ms = mem_get_stats();
+    const mem_stats *ms = mem_get_stats(&g_E.mem);
     uint64_t measured_peak = ms->total_peak, measured_cat[MEM_NCAT];
     memcpy(measured_cat, ms->peak, sizeof measured_cat);
     fd_check(&M, "");
@@ -135,19 +136,19 @@ int main(void) {
         memcpy(g_ref + o, M.units[ui].g, (size_t)M.units[ui].shard * sizeof(float));
     uint64_t act_peak = measured_cat[MEM_ACTIVATIONS];
     model_free(&M);
-    mem_shutdown();
-    mem_init(&ops_cpu, 0, 0);
+    engine_release(&g_E);
+    engine_init(&g_E, &ops_cpu, 0);
     build(&M, 1);
     double L1 = model_forward_backward(&M, in, tg, 1.0f);
     int same = L1 == L0;
     for (int ui = 0, o = 0; ui < M.fsdp.n; o += (int)M.units[ui].shard, ui++)
         same &= !memcmp(g_ref + o, M.units[ui].g, (size_t)M.units[ui].shard * sizeof(float));
     CHECK(same, "model_checkpointing_same_gradients", "loss %.9g vs %.9g or gradients differ", L1, L0);
-    CHECK(mem_get_stats()->peak[MEM_ACTIVATIONS] < act_peak, "model_checkpointing_lower_activations",
-          "activation peak %llu vs %llu", (unsigned long long)mem_get_stats()->peak[MEM_ACTIVATIONS], (unsigned long long)act_peak);
+    CHECK(mem_get_stats(&g_E.mem)->peak[MEM_ACTIVATIONS] < act_peak, "model_checkpointing_lower_activations",
+          "activation peak %llu vs %llu", (unsigned long long)mem_get_stats(&g_E.mem)->peak[MEM_ACTIVATIONS], (unsigned long long)act_peak);
     free(g_ref);
     model_free(&M);
-    mem_shutdown();
+    engine_release(&g_E);
     /* the plan of the same step equals what was measured (the optimizer allocates nothing more) */
     model_config c = cfg();
     model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
@@ -158,7 +159,7 @@ int main(void) {
           (unsigned long long)measured_peak);
 
     /* tied embeddings: one shared tensor, no lm_head segment; its gradient sums both uses (FD) */
-    mem_init(&ops_cpu, 0, 0);
+    engine_init(&g_E, &ops_cpu, 0);
     build_cfg(&M, cfg_tied(), 0);
     const fsdp_unit *root = &M.units[M.L];
     int has_head = 0;
@@ -167,10 +168,10 @@ int main(void) {
           "model_tied_root_has_one_embedding", "%d segments, lm_head %d", root->nseg, has_head);
     double Lt = model_forward_backward(&M, in, tg, 1.0f);
     CHECK(isfinite(Lt) && fabs(Lt / (B * T) - log(37.0)) < 1.0, "model_tied_loss_near_lnV", "mean loss %g", Lt / (B * T));
-    uint64_t tied_peak = mem_get_stats()->total_peak;
+    uint64_t tied_peak = mem_get_stats(&g_E.mem)->total_peak;
     fd_check(&M, "_tied");
     model_free(&M);
-    mem_shutdown();
+    engine_release(&g_E);
     c = cfg_tied();
     rc = plan_rank(&c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
     CHECK(rc == 0 && ps.total_peak == tied_peak && tied_peak < measured_peak, "model_tied_plan_equals_measured",

@@ -26,6 +26,7 @@ static model_config cfg(void) {
 }
 
 static comm_group g_tp, g_dp, g_world;
+static engine_t g_E;
 
 static void build(model_t *M, int dp, int dp_rank) {
     model_config c = cfg();
@@ -33,7 +34,7 @@ static void build(model_t *M, int dp, int dp_rank) {
     if (mesh_init(&m, dp, dp_rank, 1, err, sizeof err)) { printf("mesh_init: %s\n", err); exit(1); }
     comm_null_group(&g_tp, 1, 0); comm_null_group(&g_dp, dp, dp_rank); comm_null_group(&g_world, dp, dp_rank);
     model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 0, .checkpoint = 0, .abytes = 4};
-    if (model_init(M, &c, &m, &g_tp, &g_dp, &ops_cpu, &o, err, sizeof err)) { printf("model_init: %s\n", err); exit(1); }
+    if (model_init(M, &g_E, &c, &m, &g_tp, &g_dp, &o, err, sizeof err)) { printf("model_init: %s\n", err); exit(1); }
 }
 
 /* the HF tensor an owned element belongs to (NULL: padding of the flat buffer) */
@@ -268,7 +269,7 @@ static void test_nonfinite(void) {
 
 int main(void) {
     cpu_blas_init();
-    mem_init(&ops_cpu, 0, 0);
+    engine_init(&g_E, &ops_cpu, 0);
     test_lr();
     test_steps(1, 0, 0.5, 1.0, "dp1_clipped");
     test_steps(1, 0, 100.0, 1e-2, "dp1_unclipped");
@@ -282,6 +283,6 @@ int main(void) {
     test_clip_applied();
     test_replicated_once();
     test_nonfinite();
-    mem_shutdown();
+    engine_release(&g_E);
     return check_exit();
 }

@@ -20,7 +20,8 @@ static double full_logit(int r, int v) { return 3.0 * sin(0.7 * r + 1.3 * v) + 0
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     cpu_blas_init();
-    mem_init(&ops_cpu, 0, 0);
+    engine_t E;
+    engine_init(&E, &ops_cpu, 0);
     comm_group g;
     comm_mpi_world(&g);
     int tp = g.size, rank = g.rank;
@@ -35,14 +36,14 @@ int main(int argc, char **argv) {
     int v0 = rank * vl, valid = V - v0 < 0 ? 0 : (V - v0 > vl ? vl : V - v0);
     int shape_ok = rc == 0 && s.Vp == vp && s.Vl == vl && s.v_start == v0 && s.v_valid == valid;
     int32_t tg[ROWS] = {0, V - 1, 5, V / 2, vl < V ? vl : 1, /* the first id of rank 1 */ V - 2, 17};
-    float *logits = mem_alloc(MEM_WORKSPACE, (size_t)ROWS * vl * sizeof(float));
-    float *stats = mem_alloc(MEM_WORKSPACE, 3 * ROWS * sizeof(float));
-    float *loss = mem_alloc(MEM_WORKSPACE, ROWS * sizeof(float)); /* the "device" losses (ops_cpu: host memory) */
+    float *logits = mem_alloc(&E.mem, MEM_WORKSPACE, (size_t)ROWS * vl * sizeof(float));
+    float *stats = mem_alloc(&E.mem, MEM_WORKSPACE, 3 * ROWS * sizeof(float));
+    float *loss = mem_alloc(&E.mem, MEM_WORKSPACE, ROWS * sizeof(float)); /* the "device" losses (ops_cpu: host memory) */
     for (int r = 0; r < ROWS; r++)
         for (int j = 0; j < vl; j++)
             logits[(size_t)r * vl + j] = j < valid ? (float)full_logit(r, v0 + j) : 50.0f + j; /* pad: large, must be masked */
     tp_ctx t;
-    tp_init(&t, &g, &ops_cpu, 0, 1, ROWS, 4);
+    tp_init(&t, &E, &g, 0, 1, ROWS, 4);
     const double scale = 1.0 / ROWS;
     if (shape_ok) tp_cross_entropy(&t, &s, logits, logits, tg, ROWS, (float)scale, stats, loss);
     /* reference over the full vocabulary */
@@ -77,8 +78,8 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "tp_loss_pad_grad_zero_tp%d", tp);
         CHECK(w[3] == 0 && w[2] == 0, name, "a pad column got a non-zero gradient");
     }
-    mem_free(loss); mem_free(stats); mem_free(logits);
-    mem_shutdown();
+    mem_free(&E.mem, loss); mem_free(&E.mem, stats); mem_free(&E.mem, logits);
+    engine_release(&E);
     int bad = check_exit();
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

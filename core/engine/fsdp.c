@@ -26,10 +26,10 @@ void fsdp_alloc_state(fsdp_t *f) {
         u->padded = (u->numel + dp - 1) / dp * dp;
         u->shard = u->padded / dp;
         size_t b = (size_t)u->shard * sizeof(float);
-        u->p = mem_calloc(MEM_PARAMS, b);
-        u->g = mem_calloc(MEM_GRADS, b);
-        u->m = mem_calloc(MEM_OPTIMIZER, b);
-        u->v = mem_calloc(MEM_OPTIMIZER, b);
+        u->p = mem_calloc(&f->E->mem, MEM_PARAMS, b);
+        u->g = mem_calloc(&f->E->mem, MEM_GRADS, b);
+        u->m = mem_calloc(&f->E->mem, MEM_OPTIMIZER, b);
+        u->v = mem_calloc(&f->E->mem, MEM_OPTIMIZER, b);
         u->full = aliased(f) ? u->p : NULL;
         u->full_g = NULL;
         u->state = aliased(f) ? 2 : 0;
@@ -40,7 +40,7 @@ void fsdp_free_state(fsdp_t *f) {
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         if (!aliased(f)) fsdp_release(f, i);
-        mem_free(u->p); mem_free(u->g); mem_free(u->m); mem_free(u->v);
+        mem_free(&f->E->mem, u->p); mem_free(&f->E->mem, u->g); mem_free(&f->E->mem, u->m); mem_free(&f->E->mem, u->v);
         u->p = u->g = u->m = u->v = u->full = NULL;
     }
 }
@@ -66,7 +66,7 @@ void fsdp_fill_params(fsdp_t *f, fsdp_fill_fn fill, void *ctx) {
             if (!owned_range(u, &u->seg[k], r, &first, &count)) continue;
             fill(ctx, &u->seg[k], first, count, host + (u->seg[k].off + first - (int64_t)r * u->shard));
         }
-        f->ops->from_host(u->p, host, (size_t)u->shard * sizeof(float));
+        f->E->ops->from_host(u->p, host, (size_t)u->shard * sizeof(float));
         free(host);
     }
 }
@@ -75,14 +75,14 @@ void fsdp_gather_start(fsdp_t *f, int i) {
     if (i < 0 || i >= f->n) return;
     fsdp_unit *u = &f->u[i];
     if (u->state != 0) return;
-    u->full = mem_alloc(MEM_GATHERED, (size_t)u->padded * f->gather_bytes);
+    u->full = mem_alloc(&f->E->mem, MEM_GATHERED, (size_t)u->padded * f->gather_bytes);
     const void *send = u->p;
     comm_dtype t = COMM_F32;
     if (f->gather_bytes != 4) {
         /* compute copies in bf16: convert the owned fp32 slice into its place in the gathered buffer,
          * then all-gather in place (half the bytes of an fp32 gather) */
         void *mine = (char *)u->full + (size_t)f->dp->rank * u->shard * f->gather_bytes;
-        f->ops->to_compute(mine, u->p, (size_t)u->shard);
+        f->E->ops->to_compute(mine, u->p, (size_t)u->shard);
         send = mine; t = COMM_BF16;
     }
     if (f->prefetch) comm_all_gather_start_t(f->dp, &u->req, u->full, send, (size_t)u->shard, t);
@@ -100,20 +100,20 @@ void fsdp_release(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     if (aliased(f)) return;
     if (u->state == 1) comm_wait(&u->req);
-    if (u->state != 0) { mem_free(u->full); u->full = NULL; u->state = 0; }
+    if (u->state != 0) { mem_free(&f->E->mem, u->full); u->full = NULL; u->state = 0; }
 }
 
 void fsdp_grad_begin(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
-    if (f->dp->size == 1) { u->full_g = u->g; f->ops->zero(u->g, (size_t)u->shard * sizeof(float)); return; }
-    u->full_g = mem_calloc(MEM_GRADS, (size_t)u->padded * sizeof(float));
+    if (f->dp->size == 1) { u->full_g = u->g; f->E->ops->zero(u->g, (size_t)u->shard * sizeof(float)); return; }
+    u->full_g = mem_calloc(&f->E->mem, MEM_GRADS, (size_t)u->padded * sizeof(float));
 }
 
 void fsdp_grad_end(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     if (f->dp->size == 1) { u->full_g = NULL; return; }
     comm_reduce_scatter(f->dp, u->g, u->full_g, (size_t)u->shard);
-    mem_free(u->full_g);
+    mem_free(&f->E->mem, u->full_g);
     u->full_g = NULL;
 }
 
@@ -135,13 +135,13 @@ double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
             n[m++] = (size_t)count;
         }
     }
-    double s = f->ops->sumsq(x, n, m);
+    double s = f->E->ops->sumsq(x, n, m);
     free(x); free(n);
     return s;
 }
 
 void fsdp_scale_grads(fsdp_t *f, float s) {
-    for (int i = 0; i < f->n; i++) f->ops->scale_inplace(f->u[i].g, s, (size_t)f->u[i].shard);
+    for (int i = 0; i < f->n; i++) f->E->ops->scale_inplace(f->u[i].g, s, (size_t)f->u[i].shard);
 }
 
 void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float wd, int t) {
@@ -152,7 +152,7 @@ void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float 
             int64_t first, count;
             if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
             size_t o = (size_t)(u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
-            f->ops->adamw(u->p + o, u->g + o, u->m + o, u->v + o, (size_t)count, lr, beta1, beta2, eps,
+            f->E->ops->adamw(u->p + o, u->g + o, u->m + o, u->v + o, (size_t)count, lr, beta1, beta2, eps,
                           u->seg[k].decay ? wd : 0.0f, bc1, bc2);
         }
     }
@@ -160,6 +160,6 @@ void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float 
 
 void fsdp_unit_to_host(fsdp_t *f, int i, float *host, float *host_tmp) {
     fsdp_unit *u = &f->u[i];
-    f->ops->to_host(host_tmp, u->p, (size_t)u->shard * sizeof(float));
+    f->E->ops->to_host(host_tmp, u->p, (size_t)u->shard * sizeof(float));
     comm_all_gather_host(f->dp, host, host_tmp, (size_t)u->shard);
 }

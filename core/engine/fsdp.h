@@ -10,7 +10,7 @@
 #define MESHSWEEP_FSDP_H
 #include <stdint.h>
 #include "core/engine/comm.h"
-#include "kernels/kernels.h"
+#include "core/engine/engine.h"
 
 enum { SPLIT_NONE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2 };
 
@@ -44,7 +44,7 @@ typedef struct fsdp {
     int n;
     fsdp_unit *u;
     comm_group *dp;
-    const ops_t *ops;
+    engine_t *E;            /* the op table and the arena every buffer comes from */
     int prefetch;
     int gather_bytes;       /* bytes per element of gathered compute copies: 4 (fp32) or 2 (bf16, planning) */
 } fsdp_t;

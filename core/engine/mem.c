@@ -1,5 +1,6 @@
-/* core/engine/mem.c — tracked allocator (see mem.h). Live allocations are kept in an open-addressed table
- * keyed by address so mem_free needs no size; the table itself is host bookkeeping, not engine memory. */
+/* core/engine/mem.c — the tracked allocator's arenas (see mem.h). Live allocations are kept in an
+ * open-addressed table keyed by address so mem_free needs no size; the table itself is host
+ * bookkeeping, not engine memory. Nothing here is global: every figure belongs to its arena. */
 #include "core/engine/mem.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,15 +10,9 @@
 const char *const mem_cat_names[MEM_NCAT] = {MEM_CATEGORIES(MEM_CAT_NAME_)};
 #undef MEM_CAT_NAME_
 
-typedef struct { uintptr_t addr; uint64_t bytes; int cat; } live_t;
-
-static const ops_t *g_ops;
-static int g_plan;
-static mem_stats g_st;
-static live_t *g_tab;
-static size_t g_cap, g_n;
-static uintptr_t g_fake_next = 0x10000;
-static mem_oom_handler g_oom;
+struct mem_live { uintptr_t addr; uint64_t bytes; int cat; };
+typedef struct mem_live live_t;
+#define FAKE_FIRST ((uintptr_t)0x10000)
 
 static void default_oom(const mem_stats *s) {
     char a[32], u[32], b[32];
@@ -27,75 +22,79 @@ static void default_oom(const mem_stats *s) {
     exit(3);
 }
 
-void mem_init(const ops_t *ops, int plan, uint64_t budget) {
-    mem_shutdown();
-    g_ops = ops; g_plan = plan;
-    g_st.budget = budget;
-    if (!g_oom) g_oom = default_oom;
+void mem_arena_init(mem_arena *a, const ops_t *ops, int plan, uint64_t budget) {
+    memset(a, 0, sizeof *a);
+    a->ops = ops; a->plan = plan;
+    a->st.budget = budget;
+    a->fake_next = FAKE_FIRST;
+    a->oom = default_oom;
 }
 
-void mem_set_oom_handler(mem_oom_handler h) { g_oom = h ? h : default_oom; }
+void mem_set_budget(mem_arena *a, uint64_t budget) { a->st.budget = budget; }
+void mem_set_oom_handler(mem_arena *a, mem_oom_handler h) { a->oom = h ? h : default_oom; }
 
-static size_t slot(uintptr_t a) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull) & (g_cap - 1); }
+static size_t slot(const mem_arena *m, uintptr_t a) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull) & (m->cap - 1); }
 
-static void tab_put(uintptr_t a, uint64_t bytes, int cat) {
-    if ((g_n + 1) * 2 > g_cap) {
-        size_t oc = g_cap; live_t *ot = g_tab;
-        g_cap = oc ? oc * 2 : 1024;
-        g_tab = calloc(g_cap, sizeof *g_tab);
-        if (!g_tab) { fprintf(stderr, "mem: out of host memory for the allocation table\n"); exit(1); }
-        g_n = 0;
-        for (size_t i = 0; i < oc; i++) if (ot[i].addr) tab_put(ot[i].addr, ot[i].bytes, ot[i].cat);
+static void tab_put(mem_arena *m, uintptr_t a, uint64_t bytes, int cat) {
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t oc = m->cap; live_t *ot = m->tab;
+        m->cap = oc ? oc * 2 : 1024;
+        m->tab = calloc(m->cap, sizeof *m->tab);
+        if (!m->tab) { fprintf(stderr, "mem: out of host memory for the allocation table\n"); exit(1); }
+        m->n = 0;
+        for (size_t i = 0; i < oc; i++) if (ot[i].addr) tab_put(m, ot[i].addr, ot[i].bytes, ot[i].cat);
         free(ot);
     }
-    size_t i = slot(a);
-    while (g_tab[i].addr) i = (i + 1) & (g_cap - 1);
-    g_tab[i] = (live_t){a, bytes, cat};
-    g_n++;
+    size_t i = slot(m, a);
+    while (m->tab[i].addr) i = (i + 1) & (m->cap - 1);
+    m->tab[i] = (live_t){a, bytes, cat};
+    m->n++;
 }
 
-static int tab_take(uintptr_t a, live_t *out) {
-    if (!g_cap) return -1;
-    size_t i = slot(a);
-    while (g_tab[i].addr) {
-        if (g_tab[i].addr == a) {
-            *out = g_tab[i];
+static int tab_take(mem_arena *m, uintptr_t a, live_t *out) {
+    if (!m->cap) return -1;
+    live_t *t = m->tab;
+    size_t i = slot(m, a), mask = m->cap - 1;
+    while (t[i].addr) {
+        if (t[i].addr == a) {
+            *out = t[i];
             /* backward-shift deletion keeps probe chains intact */
             size_t j = i;
             for (;;) {
-                g_tab[j].addr = 0;
+                t[j].addr = 0;
                 size_t k = j;
                 for (;;) {
-                    k = (k + 1) & (g_cap - 1);
-                    if (!g_tab[k].addr) { g_n--; return 0; }
-                    size_t h = slot(g_tab[k].addr);
+                    k = (k + 1) & mask;
+                    if (!t[k].addr) { m->n--; return 0; }
+                    size_t h = slot(m, t[k].addr);
                     if ((j < k) ? (h <= j || h > k) : (h <= j && h > k)) break;
                 }
-                g_tab[j] = g_tab[k];
+                t[j] = t[k];
                 j = k;
             }
         }
-        i = (i + 1) & (g_cap - 1);
+        i = (i + 1) & mask;
     }
     return -1;
 }
 
-void *mem_alloc(mem_cat c, size_t bytes) {
+void *mem_alloc(mem_arena *a, mem_cat c, size_t bytes) {
+    mem_stats *st = &a->st;
     if (bytes == 0) bytes = 1; /* distinct address, counted as one byte in both modes */
     /* checked: bytes may be near SIZE_MAX in a plan of a huge config, so no sum may wrap */
-    if (g_st.budget && (g_st.total_cur > g_st.budget || bytes > g_st.budget - g_st.total_cur) && !g_st.over_budget) {
-        g_st.over_budget = 1; g_st.oom_cat = c; g_st.oom_bytes = bytes;
-        g_st.oom_in_use = g_st.total_cur; g_st.oom_peak_before = g_st.total_peak;
-        if (!g_plan) g_oom(&g_st);
+    if (st->budget && (st->total_cur > st->budget || bytes > st->budget - st->total_cur) && !st->over_budget) {
+        st->over_budget = 1; st->oom_cat = c; st->oom_bytes = bytes;
+        st->oom_in_use = st->total_cur; st->oom_peak_before = st->total_peak;
+        if (!a->plan) a->oom(st);
     }
     void *p;
-    if (g_plan) {
+    if (a->plan) {
         /* distinct addresses that never wrap (the sizes are in the table, not in the spacing) */
-        p = (void *)g_fake_next;
-        g_fake_next += 256;
-        if (bytes > MEM_PLAN_CAP || g_st.total_cur > MEM_PLAN_CAP - bytes) { g_st.overflow = 1; bytes = 0; }
+        p = (void *)a->fake_next;
+        a->fake_next += 256;
+        if (bytes > MEM_PLAN_CAP || st->total_cur > MEM_PLAN_CAP - bytes) { st->overflow = 1; bytes = 0; }
     } else {
-        p = g_ops->dev_alloc(bytes);
+        p = a->ops->dev_alloc(bytes);
         if (!p) {
             char a[32]; mem_format(a, sizeof a, bytes);
             fprintf(stderr, "mem: device allocation of %s for %s failed (the device itself is out of memory)\n",
@@ -103,49 +102,48 @@ void *mem_alloc(mem_cat c, size_t bytes) {
             exit(3);
         }
     }
-    tab_put((uintptr_t)p, bytes, c);
-    g_st.cur[c] += bytes; g_st.total_cur += bytes;
-    if (g_st.cur[c] > g_st.peak[c]) g_st.peak[c] = g_st.cur[c];
-    if (g_st.total_cur > g_st.total_peak) {
-        g_st.total_peak = g_st.total_cur;
-        memcpy(g_st.at_peak, g_st.cur, sizeof g_st.at_peak);
+    tab_put(a, (uintptr_t)p, bytes, c);
+    st->cur[c] += bytes; st->total_cur += bytes;
+    if (st->cur[c] > st->peak[c]) st->peak[c] = st->cur[c];
+    if (st->total_cur > st->total_peak) {
+        st->total_peak = st->total_cur;
+        memcpy(st->at_peak, st->cur, sizeof st->at_peak);
     }
     return p;
 }
 
-void *mem_calloc(mem_cat c, size_t bytes) {
-    void *p = mem_alloc(c, bytes);
-    if (!g_plan) g_ops->zero(p, bytes);
+void *mem_calloc(mem_arena *a, mem_cat c, size_t bytes) {
+    void *p = mem_alloc(a, c, bytes);
+    if (!a->plan) a->ops->zero(p, bytes);
     return p;
 }
 
-void mem_free(void *p) {
+void mem_free(mem_arena *a, void *p) {
     if (!p) return;
     live_t e;
-    if (tab_take((uintptr_t)p, &e) != 0) { fprintf(stderr, "mem: free of an unknown pointer %p\n", p); abort(); }
-    g_st.cur[e.cat] -= e.bytes; g_st.total_cur -= e.bytes;
-    if (!g_plan) g_ops->dev_free(p);
+    if (tab_take(a, (uintptr_t)p, &e) != 0) { fprintf(stderr, "mem: free of an unknown pointer %p\n", p); abort(); }
+    a->st.cur[e.cat] -= e.bytes; a->st.total_cur -= e.bytes;
+    if (!a->plan) a->ops->dev_free(p);
 }
 
-const mem_stats *mem_get_stats(void) { return &g_st; }
+const mem_stats *mem_get_stats(const mem_arena *a) { return &a->st; }
 
-void mem_reset_peaks(void) {
-    for (int c = 0; c < MEM_NCAT; c++) g_st.peak[c] = g_st.cur[c];
-    g_st.total_peak = g_st.total_cur;
-    memcpy(g_st.at_peak, g_st.cur, sizeof g_st.at_peak);
+void mem_reset_peaks(mem_arena *a) {
+    mem_stats *st = &a->st;
+    for (int c = 0; c < MEM_NCAT; c++) st->peak[c] = st->cur[c];
+    st->total_peak = st->total_cur;
+    memcpy(st->at_peak, st->cur, sizeof st->at_peak);
 }
 
-void mem_shutdown(void) {
-    if (g_tab) {
-        for (size_t i = 0; i < g_cap; i++)
-            if (g_tab[i].addr && !g_plan && g_ops) g_ops->dev_free((void *)g_tab[i].addr);
-        free(g_tab);
+void mem_arena_release(mem_arena *a) {
+    if (a->tab) {
+        for (size_t i = 0; i < a->cap; i++)
+            if (a->tab[i].addr && !a->plan) a->ops->dev_free((void *)a->tab[i].addr);
+        free(a->tab);
     }
-    g_tab = NULL; g_cap = g_n = 0;
-    uint64_t budget = g_st.budget;
-    memset(&g_st, 0, sizeof g_st);
-    g_st.budget = budget;
-    g_fake_next = 0x10000;
+    a->tab = NULL; a->cap = a->n = 0;
+    memset(&a->st, 0, sizeof a->st);
+    a->fake_next = FAKE_FIRST;
 }
 
 void mem_format(char *buf, size_t len, uint64_t bytes) {

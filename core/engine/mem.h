@@ -1,8 +1,10 @@
-/* core/engine/mem.h — the one allocator for every engine buffer on the compute device (design 6).
- * Each allocation is tagged with a category; current and peak bytes are tracked per category and
- * for the total (the peak of the sum, not the sum of peaks). In plan mode nothing is allocated:
- * mem_alloc returns distinct fake addresses that are never dereferenced (the model runs through
- * ops_null), so `--plan` replays the exact allocation sequence of a real step.
+/* core/engine/mem.h — the one allocator for every engine buffer on the compute device (design 6), as a
+ * value: an arena. Each allocation is tagged with a category; current and peak bytes are tracked per
+ * category and for the total (the peak of the sum, not the sum of peaks). A plan arena allocates
+ * nothing: mem_alloc returns distinct fake addresses that are never dereferenced (the model runs
+ * through ops_null), so `--plan` replays the exact allocation sequence of a real step. Arenas are
+ * independent: a plan arena and a live one coexist in one process (the budget gate plans while the
+ * run's engine exists; core/engine/engine.h holds the arena of each engine).
  * Not here: host-side buffers of the data loader and checkpoint I/O (they never touch the device). */
 #ifndef MESHSWEEP_MEM_H
 #define MESHSWEEP_MEM_H
@@ -28,19 +30,34 @@ typedef struct mem_stats {
 /* 4 EiB: what a plan counts at most (sums stay far from 64-bit wrap-around) */
 #define MEM_PLAN_CAP ((uint64_t)1 << 62)
 
-/* plan != 0: track only. budget 0 = unlimited. ops supplies dev_alloc/dev_free in real mode. */
-void mem_init(const ops_t *ops, int plan, uint64_t budget);
-/* Real mode: exceeding the budget is fatal (mem_set_oom_handler decides how; default: message, exit 3).
- * Plan mode: records the first over-budget allocation in the stats and goes on counting. */
-void *mem_alloc(mem_cat c, size_t bytes);
-void *mem_calloc(mem_cat c, size_t bytes);
-void mem_free(void *p);
-const mem_stats *mem_get_stats(void);
-void mem_reset_peaks(void);
-/* Release every live allocation (end of a plan) and clear the statistics. */
-void mem_shutdown(void);
+/* Real arenas: what happens when an allocation would pass the budget (default: message, exit 3). */
 typedef void (*mem_oom_handler)(const mem_stats *s);
-void mem_set_oom_handler(mem_oom_handler h);
+
+typedef struct mem_live mem_live;  /* one live allocation (mem.c) */
+typedef struct mem_arena {
+    const ops_t *ops;        /* real arena: dev_alloc / dev_free / zero of this table; unused when planning */
+    int plan;                /* track only: nothing is allocated */
+    mem_stats st;
+    mem_live *tab;           /* live allocations, open addressing by address (host bookkeeping) */
+    size_t cap, n;
+    uintptr_t fake_next;     /* plan: the next fake address */
+    mem_oom_handler oom;
+} mem_arena;
+
+/* plan != 0: track only (ops unused, may be NULL). budget 0 = unlimited. */
+void mem_arena_init(mem_arena *a, const ops_t *ops, int plan, uint64_t budget);
+/* Release every live allocation of the arena and its bookkeeping; init it again to reuse it. */
+void mem_arena_release(mem_arena *a);
+/* the budget, before the first allocation (a run's budget may be measured after its engine exists) */
+void mem_set_budget(mem_arena *a, uint64_t budget);
+void mem_set_oom_handler(mem_arena *a, mem_oom_handler h);
+/* Real arena: exceeding the budget is fatal (the oom handler decides how).
+ * Plan arena: records the first over-budget allocation in the stats and goes on counting. */
+void *mem_alloc(mem_arena *a, mem_cat c, size_t bytes);
+void *mem_calloc(mem_arena *a, mem_cat c, size_t bytes);
+void mem_free(mem_arena *a, void *p);
+const mem_stats *mem_get_stats(const mem_arena *a);
+void mem_reset_peaks(mem_arena *a);
 /* "12.3 MiB" */
 void mem_format(char *buf, size_t len, uint64_t bytes);
 #endif

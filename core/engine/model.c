@@ -42,11 +42,12 @@ static int head_unit(const model_t *M) { return M->L + split_root(M); }
 static int norm_seg(const model_t *M) { return R_NORM - split_root(M); }
 static int lm_seg(const model_t *M) { return R_HEAD - split_root(M); }
 
-#define ACT(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * M->o.abytes)
-#define ACT32(n) mem_alloc(MEM_ACTIVATIONS, (size_t)(n) * sizeof(float))
-#define WS(n) mem_alloc(MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
-#define WSZ(n) mem_calloc(MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
-#define WS32(n) mem_alloc(MEM_WORKSPACE, (size_t)(n) * sizeof(float))
+#define ACT(n) mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)(n) * M->o.abytes)
+#define ACT32(n) mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)(n) * sizeof(float))
+#define WS(n) mem_alloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
+#define WSZ(n) mem_calloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
+#define WS32(n) mem_alloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * sizeof(float))
+#define FREE(p) mem_free(&M->E->mem, (p))
 
 /* The unit tables: one row per HF tensor, in HF order. Norm weights are replicated on every TP rank;
  * q, k, v, gate, up, the embedding and lm_head are split by rows (column parallel), o and down by
@@ -101,10 +102,10 @@ static void add_root_units(model_t *M, fsdp_unit *u) {
         if (k != R_HEAD) fsdp_add_seg(u, &seg[k]);   /* tied: lm_head reads the embedding */
 }
 
-int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tpg, comm_group *dpg,
-               const ops_t *ops, const model_opts *o, char *err, size_t errlen) {
+int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *mesh, comm_group *tpg,
+               comm_group *dpg, const model_opts *o, char *err, size_t errlen) {
     memset(M, 0, sizeof *M);
-    M->cfg = *cfg; M->mesh = *mesh; M->ops = ops; M->o = *o;
+    M->cfg = *cfg; M->mesh = *mesh; M->E = E; M->o = *o;
     if (tp_shape_of(&M->sh, cfg, mesh->tp, mesh->tp_rank, err, errlen)) return -1;
     int sp = o->sequence_parallel && mesh->tp > 1;
     if (sp && o->T % mesh->tp) {
@@ -113,7 +114,7 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
         return -1;
     }
     M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
-    tp_init(&M->tp, tpg, ops, sp, o->B, o->T, o->abytes);
+    tp_init(&M->tp, E, tpg, sp, o->B, o->T, o->abytes);
     M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
     M->units = calloc((size_t)M->L + 2, sizeof *M->units);
     M->acts = calloc((size_t)M->L, sizeof *M->acts);
@@ -121,27 +122,27 @@ int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_gro
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
     add_root_units(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .ops = ops, .prefetch = o->prefetch,
+    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = o->prefetch,
                       .gather_bytes = o->abytes};
     fsdp_alloc_state(&M->fsdp);
-    /* RoPE table, once per run: frequencies with rope_scaling (core/formats/config), cos/sin in double. Not
-     * computed for --plan (ops_null has no device memory), only its bytes are. */
+    /* RoPE table, once per run: frequencies with rope_scaling (core/formats/config), cos/sin in double. A
+     * planner computes nothing: only its bytes count. */
     size_t nrope = rope_table_floats(o->T, M->hd);
-    M->rope = mem_alloc(MEM_WORKSPACE, nrope * sizeof(float));
-    if (ops->dev_alloc) {
+    M->rope = mem_alloc(&E->mem, MEM_WORKSPACE, nrope * sizeof(float));
+    if (!E->plan) {
         double *inv = malloc((size_t)(M->hd / 2 + 1) * sizeof *inv);
         float *tab = malloc((nrope + 1) * sizeof *tab);
         if (!inv || !tab) { free(inv); free(tab); snprintf(err, errlen, "out of host memory"); return -1; }
         config_rope_inv_freq(cfg, inv);
         rope_table_fill(tab, inv, o->T, M->hd);
-        ops->from_host(M->rope, tab, nrope * sizeof(float));
+        E->ops->from_host(M->rope, tab, nrope * sizeof(float));
         free(inv); free(tab);
     }
     return 0;
 }
 
 void model_free(model_t *M) {
-    if (M->rope) mem_free(M->rope);
+    if (M->rope) FREE(M->rope);
     M->rope = NULL;
     if (M->units) fsdp_free_state(&M->fsdp);
     free(M->units); free(M->acts); free(M->loss_host);
@@ -171,12 +172,12 @@ static float *G(model_t *M, int unit, int seg) { return M->units[unit].full_g + 
 
 /* rmsnorm of the local rows x[Ns,d], then (SP) gathered to out[Nt,d] */
 static void norm_enter(model_t *M, float *out, float *rstd, const float *x, const float *w) {
-    const ops_t *o = M->ops;
+    const ops_t *o = M->E->ops;
     if (M->tp.sp) {
         float *n = WS((size_t)M->Ns * M->d);
         o->rmsnorm_forward(n, rstd, x, w, M->Ns, M->d, (float)M->cfg.rms_norm_eps);
         tp_enter(&M->tp, out, n, M->d);
-        mem_free(n);
+        FREE(n);
     } else {
         o->rmsnorm_forward(out, rstd, x, w, M->Ns, M->d, (float)M->cfg.rms_norm_eps);
     }
@@ -197,7 +198,7 @@ static float *NORM_OUT(model_t *M) {
  * the backend has streams. */
 static void column_backward(model_t *M, int i, float *din, int nb, const int *slot, float *const *dout,
                             const int *cout, float *h, const float *x, int norm_slot, float *rstd) {
-    const ops_t *o = M->ops;
+    const ops_t *o = M->E->ops;
     int d = M->d, Nt = M->Nt;
     float *n = NULL;
     tp_req q;
@@ -210,7 +211,7 @@ static void column_backward(model_t *M, int i, float *din, int nb, const int *sl
     for (int k = 0; k < nb; k++) o->matmul_backward(din, NULL, dout[k], NULL, W(M, i, slot[k]), Nt, d, cout[k]);
     if (n) tp_enter_finish(&M->tp, &q);
     for (int k = 0; k < nb; k++) o->matmul_backward(NULL, G(M, i, slot[k]), dout[k], h, NULL, Nt, d, cout[k]);
-    if (n) { mem_free(n); mem_free(h); }
+    if (n) { FREE(n); FREE(h); }
 }
 
 /* dx[Ns,d] += rmsnorm backward of the full-row gradient dfull[Nt,d] (reduced over TP first) */
@@ -219,13 +220,13 @@ static void norm_enter_backward(model_t *M, float *dx, float *dw, float *dfull, 
     float *dn = dfull;
     if (M->tp.sp) dn = WS((size_t)M->Ns * M->d);
     tp_enter_backward(&M->tp, dn, dfull, M->d);
-    M->ops->rmsnorm_backward(dx, dw, dn, x, w, rstd, M->Ns, M->d);
-    if (dn != dfull) mem_free(dn);
+    M->E->ops->rmsnorm_backward(dx, dw, dn, x, w, rstd, M->Ns, M->d);
+    if (dn != dfull) FREE(dn);
 }
 
 /* ---------------------------------------------------------------- layer */
 static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
-    const ops_t *o = M->ops;
+    const ops_t *o = M->E->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
     a->rstd1 = ACT32(Ns);
@@ -237,19 +238,19 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     o->matmul_forward(a->q, a->h1, W(M, i, S_Q), Nt, d, Hl * hd, 0);
     o->matmul_forward(a->k, a->h1, W(M, i, S_K), Nt, d, KVl * hd, 0);
     o->matmul_forward(a->v, a->h1, W(M, i, S_V), Nt, d, KVl * hd, 0);
-    if (sp_local(M)) { mem_free(a->h1); a->h1 = NULL; }
+    if (sp_local(M)) { FREE(a->h1); a->h1 = NULL; }
     o->rope_forward(a->q, a->q, M->rope, B, T, Hl, hd);
     o->rope_forward(a->k, a->k, M->rope, B, T, KVl, hd);
     a->ao = ACT((size_t)Nt * Hl * hd);
     a->lse = ACT32((size_t)B * Hl * T);
     float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_forward(a->ao, a->lse, ws, a->q, a->k, a->v, B, T, Hl, KVl, hd);
-    mem_free(ws);
+    FREE(ws);
     float *part = WS((size_t)Nt * d);
     o->matmul_forward(part, a->ao, W(M, i, S_O), Nt, Hl * hd, d, 0);
     a->xmid = ACT((size_t)Ns * d);
     tp_exit(&M->tp, a->xmid, part, d);
-    mem_free(part);
+    FREE(part);
     o->add_inplace(a->xmid, a->x, (size_t)Ns * d);
     a->rstd2 = ACT32(Ns);
     a->h2 = NORM_OUT(M);
@@ -258,33 +259,33 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     a->up = ACT((size_t)Nt * fl);
     o->matmul_forward(a->gate, a->h2, W(M, i, S_GATE), Nt, d, fl, 0);
     o->matmul_forward(a->up, a->h2, W(M, i, S_UP), Nt, d, fl, 0);
-    if (sp_local(M)) { mem_free(a->h2); a->h2 = NULL; }
+    if (sp_local(M)) { FREE(a->h2); a->h2 = NULL; }
     float *act = WS((size_t)Nt * fl);
     o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
     part = WS((size_t)Nt * d);
     o->matmul_forward(part, act, W(M, i, S_DOWN), Nt, fl, d, 0);
-    mem_free(act);
+    FREE(act);
     tp_exit(&M->tp, x_out, part, d);
-    mem_free(part);
+    FREE(part);
     o->add_inplace(x_out, a->xmid, (size_t)Ns * d);
 }
 
 /* free everything a layer saved except its input x */
-static void layer_free_saved(layer_acts *a) {
+static void layer_free_saved(model_t *M, layer_acts *a) {
     float **p[] = {&a->rstd1, &a->h1, &a->q, &a->k, &a->v, &a->ao, &a->lse, &a->xmid, &a->rstd2, &a->h2,
                    &a->gate, &a->up};
-    for (size_t k = sizeof p / sizeof p[0]; k-- > 0;) { mem_free(*p[k]); *p[k] = NULL; }
+    for (size_t k = sizeof p / sizeof p[0]; k-- > 0;) { FREE(*p[k]); *p[k] = NULL; }
 }
 
 /* dx_out: gradient of the layer output [Ns,d]; returns the gradient of its input [Ns,d] (workspace) */
 static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
-    const ops_t *o = M->ops;
+    const ops_t *o = M->E->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
     if (M->o.checkpoint) {
         float *scratch = WS((size_t)Ns * d);
         layer_forward(M, i, a, scratch);
-        mem_free(scratch);
+        FREE(scratch);
     }
     /* MLP */
     float *df = M->tp.sp ? WS((size_t)Nt * d) : dx_out;
@@ -293,39 +294,39 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
     o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
     float *dact = WSZ((size_t)Nt * fl);
     o->matmul_backward(dact, G(M, i, S_DOWN), df, act, W(M, i, S_DOWN), Nt, fl, d);
-    mem_free(act);
-    if (df != dx_out) mem_free(df);
+    FREE(act);
+    if (df != dx_out) FREE(df);
     float *dgate = WSZ((size_t)Nt * fl), *dup = WSZ((size_t)Nt * fl);
     o->swiglu_backward(dgate, dup, dact, a->gate, a->up, (size_t)Nt * fl);
-    mem_free(dact);
+    FREE(dact);
     float *dh2 = WSZ((size_t)Nt * d);
     column_backward(M, i, dh2, 2, (const int[]){S_GATE, S_UP}, (float *const[]){dgate, dup}, (const int[]){fl, fl},
                     a->h2, a->xmid, S_POST, a->rstd2);
-    mem_free(dup); mem_free(dgate);
+    FREE(dup); FREE(dgate);
     float *dxmid = WS((size_t)Ns * d);
     o->copy(dxmid, dx_out, (size_t)Ns * d * M->o.abytes);
     norm_enter_backward(M, dxmid, G(M, i, S_POST), dh2, a->xmid, W(M, i, S_POST), a->rstd2);
-    mem_free(dh2);
+    FREE(dh2);
     /* attention */
     df = M->tp.sp ? WS((size_t)Nt * d) : dxmid;
     tp_exit_backward(&M->tp, df, dxmid, d);
     float *dao = WSZ((size_t)Nt * Hl * hd);
     o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
-    if (df != dxmid) mem_free(df);
+    if (df != dxmid) FREE(df);
     float *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
     float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
-    mem_free(ws); mem_free(dao);
+    FREE(ws); FREE(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
     o->rope_backward(dk, dk, M->rope, B, T, KVl, hd);
     float *dh1 = WSZ((size_t)Nt * d);
     column_backward(M, i, dh1, 3, (const int[]){S_Q, S_K, S_V}, (float *const[]){dq, dk, dv},
                     (const int[]){Hl * hd, KVl * hd, KVl * hd}, a->h1, a->x, S_IN, a->rstd1);
-    mem_free(dv); mem_free(dk); mem_free(dq);
+    FREE(dv); FREE(dk); FREE(dq);
     float *dx = WS((size_t)Ns * d);
     o->copy(dx, dxmid, (size_t)Ns * d * M->o.abytes);
     norm_enter_backward(M, dx, G(M, i, S_IN), dh1, a->x, W(M, i, S_IN), a->rstd1);
-    mem_free(dh1); mem_free(dxmid);
+    FREE(dh1); FREE(dxmid);
     tp_norm_grad_sync(&M->tp, G(M, i, S_IN), d);
     tp_norm_grad_sync(&M->tp, G(M, i, S_POST), d);
     return dx;
@@ -335,21 +336,21 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
 static void embed_forward(model_t *M, float *x0) {
     int root = emb_unit(M), d = M->d;
     if (M->mesh.tp == 1) {
-        M->ops->embedding_forward(x0, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
+        M->E->ops->embedding_forward(x0, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
         return;
     }
     float *full = WS((size_t)M->Nt * d);
-    M->ops->embedding_forward(full, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
+    M->E->ops->embedding_forward(full, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
     tp_exit(&M->tp, x0, full, d);
-    mem_free(full);
+    FREE(full);
 }
 
 static void embed_backward(model_t *M, float *dx0) {
     int root = emb_unit(M), d = M->d;
     float *df = M->tp.sp ? WS((size_t)M->Nt * d) : dx0;
     tp_exit_backward(&M->tp, df, dx0, d);
-    M->ops->embedding_backward(G(M, root, R_EMB), df, M->tok, M->Nt, d, M->sh.v_start, M->sh.Vl);
-    if (df != dx0) mem_free(df);
+    M->E->ops->embedding_backward(G(M, root, R_EMB), df, M->tok, M->Nt, d, M->sh.v_start, M->sh.Vl);
+    if (df != dx0) FREE(df);
 }
 
 /* The loss streams the vocabulary by rows: chunks of max(HEAD_CHUNK_MIN_ROWS, HEAD_CHUNK_BYTES / (Vl·lb))
@@ -372,7 +373,7 @@ static int head_chunk_rows(const model_t *M, int train) {
  * fp32 logits (matmul_forward_f32out) and keeps its statistics and the per-token losses on the device;
  * the one host copy (and wait) is the losses of all Nt tokens, after the last chunk. */
 static double head_loss(model_t *M, float *dhf, float scale) {
-    const ops_t *o = M->ops;
+    const ops_t *o = M->E->ops;
     int root = head_unit(M), d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M, dhf != NULL);
     float *logits = WS32((size_t)chunk * Vl);
     float *dlogits = !dhf ? NULL : M->o.abytes == 4 ? logits : WS((size_t)chunk * Vl);
@@ -389,17 +390,17 @@ static double head_loss(model_t *M, float *dhf, float scale) {
     o->to_host(M->loss_host, loss, (size_t)M->Nt * sizeof(float));
     double sum = 0;
     for (int r = 0; r < M->Nt; r++) sum += M->loss_host[r];
-    mem_free(loss); mem_free(stats);
-    if (dlogits != logits) mem_free(dlogits);
-    mem_free(logits);
+    FREE(loss); FREE(stats);
+    if (dlogits != logits) FREE(dlogits);
+    FREE(logits);
     return sum;
 }
 
 static void load_tokens(model_t *M, const int32_t *inputs, const int32_t *targets) {
-    M->tok = mem_alloc(MEM_ACTIVATIONS, (size_t)M->Nt * sizeof(int32_t));
-    M->tgt = mem_alloc(MEM_ACTIVATIONS, (size_t)M->Nt * sizeof(int32_t));
-    M->ops->from_host(M->tok, inputs, (size_t)M->Nt * sizeof(int32_t));
-    M->ops->from_host(M->tgt, targets, (size_t)M->Nt * sizeof(int32_t));
+    M->tok = mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)M->Nt * sizeof(int32_t));
+    M->tgt = mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)M->Nt * sizeof(int32_t));
+    M->E->ops->from_host(M->tok, inputs, (size_t)M->Nt * sizeof(int32_t));
+    M->E->ops->from_host(M->tgt, targets, (size_t)M->Nt * sizeof(int32_t));
 }
 
 /* forward through the layers; train: keep what backward needs (only x with checkpointing) */
@@ -418,8 +419,8 @@ static void forward_layers(model_t *M, int train) {
         a->x = x;
         x = ACT((size_t)Ns * d);
         layer_forward(M, i, a, x);
-        if (!train || M->o.checkpoint) layer_free_saved(a);
-        if (!train) { mem_free(a->x); a->x = NULL; }
+        if (!train || M->o.checkpoint) layer_free_saved(M, a);
+        if (!train) { FREE(a->x); a->x = NULL; }
         fsdp_release(F, i);
     }
     M->xL = x;
@@ -439,12 +440,12 @@ double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *
     fsdp_grad_begin(F, head);
     float *dhf = WSZ((size_t)Nt * d);
     double loss = head_loss(M, dhf, loss_scale);
-    mem_free(M->hf); M->hf = NULL;
+    FREE(M->hf); M->hf = NULL;
     float *dx = WSZ((size_t)Ns * d);
     norm_enter_backward(M, dx, G(M, head, norm_seg(M)), dhf, M->xL, W(M, head, norm_seg(M)), M->rstdf);
     tp_norm_grad_sync(&M->tp, G(M, head, norm_seg(M)), d);
-    mem_free(dhf);
-    mem_free(M->rstdf); mem_free(M->xL); M->rstdf = M->xL = NULL;
+    FREE(dhf);
+    FREE(M->rstdf); FREE(M->xL); M->rstdf = M->xL = NULL;
     if (split_root(M)) { fsdp_grad_end(F, head); fsdp_release(F, head); }
     for (int i = M->L - 1; i >= 0; i--) {
         fsdp_gather_wait(F, i);
@@ -452,19 +453,19 @@ double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *
         fsdp_grad_begin(F, i);
         layer_acts *a = &M->acts[i];
         float *dxi = layer_backward(M, i, a, dx);
-        mem_free(dx);
+        FREE(dx);
         dx = dxi;
-        layer_free_saved(a);
-        mem_free(a->x); a->x = NULL;
+        layer_free_saved(M, a);
+        FREE(a->x); a->x = NULL;
         fsdp_grad_end(F, i);
         fsdp_release(F, i);
     }
     if (split_root(M)) fsdp_grad_begin(F, emb);   /* the scatter-add reads no weight: no gather */
     embed_backward(M, dx);
-    mem_free(dx);
+    FREE(dx);
     fsdp_grad_end(F, emb);
     fsdp_release(F, emb);
-    mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
+    FREE(M->tgt); FREE(M->tok); M->tok = M->tgt = NULL;
     return loss;
 }
 
@@ -472,8 +473,8 @@ double model_forward_loss(model_t *M, const int32_t *inputs, const int32_t *targ
     load_tokens(M, inputs, targets);
     forward_layers(M, 0);
     double loss = head_loss(M, NULL, 0.0f);
-    mem_free(M->hf); mem_free(M->rstdf); mem_free(M->xL); M->hf = M->rstdf = M->xL = NULL;
+    FREE(M->hf); FREE(M->rstdf); FREE(M->xL); M->hf = M->rstdf = M->xL = NULL;
     fsdp_release(&M->fsdp, head_unit(M));
-    mem_free(M->tgt); mem_free(M->tok); M->tok = M->tgt = NULL;
+    FREE(M->tgt); FREE(M->tok); M->tok = M->tgt = NULL;
     return loss;
 }

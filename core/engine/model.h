@@ -6,6 +6,7 @@
 #ifndef MESHSWEEP_MODEL_H
 #define MESHSWEEP_MODEL_H
 #include "core/formats/config.h"
+#include "core/engine/engine.h"
 #include "core/engine/fsdp.h"
 #include "core/engine/mesh.h"
 #include "core/engine/tp.h"
@@ -32,7 +33,7 @@ typedef struct model {
     tp_ctx tp;
     fsdp_t fsdp;
     fsdp_unit *units;        /* L layers, then the embedding and the head (tied: one root unit; see model.c) */
-    const ops_t *ops;
+    engine_t *E;             /* the op table and the arena of every buffer */
     model_opts o;
     int L, d, hd, Nt, Ns;
     layer_acts *acts;
@@ -44,8 +45,8 @@ typedef struct model {
 
 /* Builds the TP-local units and allocates parameters, gradients and optimizer state.
  * -1 with one line in err on an invalid shape (H, KV, f mod tp; T mod tp with SP). */
-int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tp_group,
-               comm_group *dp_group, const ops_t *ops, const model_opts *o, char *err, size_t errlen);
+int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *mesh, comm_group *tp_group,
+               comm_group *dp_group, const model_opts *o, char *err, size_t errlen);
 void model_free(model_t *M);
 /* Initialise the owned parameter slices from the counter-based generator */
 void model_init_params(model_t *M, uint64_t seed);

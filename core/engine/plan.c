@@ -12,17 +12,19 @@ int plan_rank(const model_config *cfg, int world, int tp, int rank, const model_
     comm_null_group(&tpg, m.tp, m.tp_rank);
     comm_null_group(&dpg, m.dp, m.dp_rank);
     comm_null_group(&wg, m.world, m.rank);
-    mem_init(&ops_null, 1, budget);
+    /* the planner's own engine: its arena is not the one of a live engine in this process */
+    engine_t E;
+    engine_init_plan(&E, budget);
     model_t M;
-    int rc = model_init(&M, cfg, &m, &tpg, &dpg, &ops_null, o, err, errlen);
+    int rc = model_init(&M, &E, cfg, &m, &tpg, &dpg, o, err, errlen);
     if (rc == 0) {
         model_forward_backward(&M, NULL, NULL, 1.0f);
         optim_cfg oc = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
         optim_step(&M, &wg, &oc, 0, 1, NULL);
-        *out = *mem_get_stats();
+        *out = *mem_get_stats(&E.mem);
     }
     model_free(&M);
-    mem_shutdown();
+    engine_release(&E);
     return rc;
 }
 

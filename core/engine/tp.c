@@ -20,8 +20,8 @@ int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *e
     return 0;
 }
 
-void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T, int esz) {
-    t->g = g; t->ops = ops; t->tp = g->size; t->rank = g->rank;
+void tp_init(tp_ctx *t, engine_t *E, comm_group *g, int sp, int B, int T, int esz) {
+    t->g = g; t->E = E; t->tp = g->size; t->rank = g->rank;
     t->dt = esz == 2 ? COMM_BF16 : COMM_F32;
     t->sp = sp && g->size > 1;
     t->B = B; t->T = T; t->Tl = t->sp ? T / g->size : T;
@@ -36,22 +36,22 @@ static void permute(tp_ctx *t, float *dst, const float *src, int C, int to_bt) {
         for (int b = 0; b < t->B; b++) {
             size_t rm = ((size_t)r * t->B + b) * blk * esz;               /* rank-major offset */
             size_t bt = ((size_t)b * t->T + (size_t)r * t->Tl) * C * esz; /* [B,T,C] offset */
-            if (to_bt) t->ops->copy(d + bt, s + rm, blk * esz);
-            else t->ops->copy(d + rm, s + bt, blk * esz);
+            if (to_bt) t->E->ops->copy(d + bt, s + rm, blk * esz);
+            else t->E->ops->copy(d + rm, s + bt, blk * esz);
         }
 }
 
 static void copy_if(tp_ctx *t, float *dst, const float *src, int C) {
-    if (dst != src) t->ops->copy(dst, src, (size_t)t->B * t->T * C * (size_t)t->dt);
+    if (dst != src) t->E->ops->copy(dst, src, (size_t)t->B * t->T * C * (size_t)t->dt);
 }
 
 static void sp_gather(tp_ctx *t, float *full, const float *local, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
     if (t->B == 1) { comm_all_gather_t(t->g, full, local, n, t->dt); return; }
-    float *stage = mem_alloc(MEM_COMM, n * t->tp * (size_t)t->dt);
+    float *stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * (size_t)t->dt);
     comm_all_gather_t(t->g, stage, local, n, t->dt);
     permute(t, full, stage, C, 1);
-    mem_free(stage);
+    mem_free(&t->E->mem, stage);
 }
 
 void tp_enter_start(tp_ctx *t, tp_req *q, float *full, const float *local, int C) {
@@ -59,21 +59,21 @@ void tp_enter_start(tp_ctx *t, tp_req *q, float *full, const float *local, int C
     memset(&q->r, 0, sizeof q->r);
     if (!t->sp) { copy_if(t, full, local, C); return; }
     size_t n = (size_t)t->B * t->Tl * C;
-    if (t->B > 1) q->stage = mem_alloc(MEM_COMM, n * t->tp * (size_t)t->dt);
+    if (t->B > 1) q->stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * (size_t)t->dt);
     comm_all_gather_start_t(t->g, &q->r, q->stage ? q->stage : (void *)full, local, n, t->dt);
 }
 void tp_enter_finish(tp_ctx *t, tp_req *q) {
     comm_wait(&q->r);
-    if (q->stage) { permute(t, q->full, q->stage, q->C, 1); mem_free(q->stage); q->stage = NULL; }
+    if (q->stage) { permute(t, q->full, q->stage, q->C, 1); mem_free(&t->E->mem, q->stage); q->stage = NULL; }
 }
 
 static void sp_reduce_scatter(tp_ctx *t, float *local, float *full, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
     if (t->B == 1) { comm_reduce_scatter_t(t->g, local, full, n, t->dt); return; }
-    float *stage = mem_alloc(MEM_COMM, n * t->tp * (size_t)t->dt);
+    float *stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * (size_t)t->dt);
     permute(t, stage, full, C, 0);
     comm_reduce_scatter_t(t->g, local, stage, n, t->dt);
-    mem_free(stage);
+    mem_free(&t->E->mem, stage);
 }
 
 void tp_enter(tp_ctx *t, float *full, const float *local, int C) {
@@ -93,7 +93,7 @@ void tp_norm_grad_sync(tp_ctx *t, float *dw, int C) {
 
 void tp_cross_entropy(tp_ctx *t, const tp_shape *s, const float *logits, float *dlogits, const int32_t *targets,
                       int rows, float scale, float *stats, float *loss) {
-    const ops_t *o = t->ops;
+    const ops_t *o = t->E->ops;
     float *mx = stats, *se = stats + rows, *tl = stats + 2 * (size_t)rows;
     o->ce_rowmax(mx, logits, rows, s->Vl, s->v_valid);
     comm_all_reduce_max(t->g, mx, (size_t)rows);

@@ -9,12 +9,12 @@
 #ifndef MESHSWEEP_TP_H
 #define MESHSWEEP_TP_H
 #include "core/engine/comm.h"
+#include "core/engine/engine.h"
 #include "core/formats/config.h"
-#include "kernels/kernels.h"
 
 typedef struct tp_ctx {
     comm_group *g;
-    const ops_t *ops;
+    engine_t *E;         /* the op table and the arena of the staging buffers */
     int tp, rank;
     int sp;              /* sequence parallel on */
     int B, T, Tl;        /* Tl = T/tp with SP, T without */
@@ -31,7 +31,7 @@ typedef struct tp_shape {
 /* -1 with a message if H, KV or f is not divisible by tp */
 int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *err, size_t errlen);
 /* esz: bytes per activation element (4 fp32, 2 bf16) */
-void tp_init(tp_ctx *t, comm_group *g, const ops_t *ops, int sp, int B, int T, int esz);
+void tp_init(tp_ctx *t, engine_t *E, comm_group *g, int sp, int B, int T, int esz);
 
 /* full [B*T,C] <- local [B*Tl,C] (SP all-gather); plain mode: copies when the pointers differ */
 void tp_enter(tp_ctx *t, float *full, const float *local, int C);

@@ -18,6 +18,7 @@
 #include "core/common/cleanup.h"
 #include "core/common/cli.h"
 #include "core/engine/comm.h"
+#include "core/engine/engine.h"
 #include "core/formats/config.h"
 #include "core/formats/data.h"
 #include "core/engine/gpus.h"
@@ -84,6 +85,7 @@ typedef struct run {
     data_file train, val;
     st_file stf;
     comm_group tpg, dpg, wg;
+    engine_t E;                  /* the live engine: op table and arena */
     model_t M;
     optim_cfg oc;
     int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
@@ -217,7 +219,7 @@ static int write_record(run_t *R, const char *status, const char *error, const u
                         "budget_auto", R->gb.is_auto);
         if (R->dev_total) {
             json_object_set_new(dev, "used_at_end", json_integer((json_int_t)R->dev_used));
-            json_object_set_new(dev, "untracked_at_end", json_integer((json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)));
+            json_object_set_new(dev, "untracked_at_end", json_integer((json_int_t)(R->dev_used - (int64_t)mem_get_stats(&R->E.mem)->total_cur)));
         }
     }
     json_object_set_new(mem, "device", dev);
@@ -257,8 +259,8 @@ static double measure_peak_flops(void) {
 }
 
 /* the breakdown at the total peak of the most loaded rank */
-static void at_peak_of_max_rank(uint64_t at[MEM_NCAT]) {
-    const mem_stats *s = mem_get_stats();
+static void at_peak_of_max_rank(const run_t *R, uint64_t at[MEM_NCAT]) {
+    const mem_stats *s = mem_get_stats(&R->E.mem);
     struct { double v; int r; } in = {(double)s->total_peak, 0}, out;
     MPI_Comm_rank(MPI_COMM_WORLD, &in.r);
     MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
@@ -268,8 +270,8 @@ static void at_peak_of_max_rank(uint64_t at[MEM_NCAT]) {
     for (int c = 0; c < MEM_NCAT; c++) at[c] = v[c];
 }
 
-static void max_mem_over_ranks(uint64_t peaks[MEM_NCAT], uint64_t *total) {
-    const mem_stats *s = mem_get_stats();
+static void max_mem_over_ranks(const run_t *R, uint64_t peaks[MEM_NCAT], uint64_t *total) {
+    const mem_stats *s = mem_get_stats(&R->E.mem);
     unsigned long long v[MEM_NCAT + 1];
     for (int c = 0; c < MEM_NCAT; c++) v[c] = s->peak[c];
     v[MEM_NCAT] = s->total_peak;
@@ -586,9 +588,9 @@ static void build_engine(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
     int code;
-    mem_init(R->ops, 0, R->budget);
+    engine_init(&R->E, R->ops, R->budget);
     model_t *M = &R->M;
-    if (model_init(M, &R->cfg, &R->mesh, &R->tpg, &R->dpg, R->ops, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
+    if (model_init(M, &R->E, &R->cfg, &R->mesh, &R->tpg, &R->dpg, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
     if ((code = agree_check())) fail(code);
     if (o->init) {
         if (checkpoint_check_shapes(M, &R->stf, err, sizeof err)) agree_fail(2, "%s", err);
@@ -679,7 +681,7 @@ static int step_loop(run_t *R) {
         }
         if (g_rank0 && ((s + 1) % o->log_every == 0 || s == 0 || last)) {
             double el = (comm_now_ms() - t_start) / 1e3, eta = el / (s + 1) * (o->steps - s - 1);
-            char mb[32]; mem_format(mb, sizeof mb, mem_get_stats()->total_peak);
+            char mb[32]; mem_format(mb, sizeof mb, mem_get_stats(&R->E.mem)->total_peak);
             char dv[256] = "";
             if (s == 0 && R->dev.total) { /* the first line says what the budget was made of */
                 char t[32], ov[32], rs[32], b[32];
@@ -710,8 +712,8 @@ static int end_run(run_t *R, int code, run_result *res) {
         R->pool_reserved = (int64_t)pool_high;
     }
 #endif
-    max_mem_over_ranks(peaks, &total);
-    at_peak_of_max_rank(at);
+    max_mem_over_ranks(R, peaks, &total);
+    at_peak_of_max_rank(R, at);
     const char *error = code ? "non-finite loss or gradient norm" : NULL;
     /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
      * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/common/cleanup.h) */
@@ -735,7 +737,7 @@ static int end_run(run_t *R, int code, run_result *res) {
         res->mem_peak = total;
     }
     model_free(&R->M);
-    mem_shutdown();
+    engine_release(&R->E);
     data_close(&R->train);
     if (R->have_eval) data_close(&R->val);
     free(R->in); free(R->tg); free(R->step_ms);
