@@ -119,8 +119,8 @@ static void fill_part(bench_t *B) {
 
 static void run_ar(bench_t *B) { comm_all_reduce_sum(B->g, B->a, B->count); }
 static void run_ag(bench_t *B) { comm_all_gather(B->g, B->b, B->a, B->n_part); }
-static void run_rs_allreduce(bench_t *B) { comm_set_rs_algo(COMM_RS_ALLREDUCE); comm_reduce_scatter(B->g, B->b, B->a, B->n_part); }
-static void run_rs_native(bench_t *B) { comm_set_rs_algo(COMM_RS_NATIVE); comm_reduce_scatter(B->g, B->b, B->a, B->n_part); }
+static void run_rs_allreduce(bench_t *B) { comm_set_rs_algo(B->g->ctx, COMM_RS_ALLREDUCE); comm_reduce_scatter(B->g, B->b, B->a, B->n_part); }
+static void run_rs_native(bench_t *B) { comm_set_rs_algo(B->g->ctx, COMM_RS_NATIVE); comm_reduce_scatter(B->g, B->b, B->a, B->n_part); }
 
 static uint64_t check_ar(bench_t *B) {
     uint64_t bad = 0;
@@ -405,9 +405,11 @@ int main(int argc, char **argv) {
     int code = agree_check();
     if (code) finish(code);
 
+    comm_ctx cc;                  /* host buffers: MPI reads them directly */
+    comm_ctx_init(&cc, NULL);
     comm_group tpg, dpg;
-    if (comm_mpi_groups(&tpg, &dpg, o.tp)) { say("could not build the mesh groups"); finish(1); }
-    comm_rs_algo rs_default = comm_get_rs_algo();
+    if (comm_mpi_groups(&cc, &tpg, &dpg, o.tp)) { say("could not build the mesh groups"); finish(1); }
+    comm_rs_algo rs_default = comm_get_rs_algo(&cc);
     gdef groups[2] = {{"tp", &tpg}, {"dp", &dpg}};
     /* a run that would measure nothing is refused, so "0 wrong" always means something was checked */
     if (!planned_rows(groups, min_b, max_b, rs_mask)) {
@@ -447,7 +449,7 @@ int main(int argc, char **argv) {
     static results R;
     R.recs = json_array();
     run_all(&R, groups, a, b, min_b, max_b, rs_mask, &o);
-    comm_set_rs_algo(rs_default);
+    comm_set_rs_algo(&cc, rs_default);
     int rc = R.wrong_total ? 1 : 0;
     if (!R.nrows) { say("nothing was measured"); rc = 1; } /* planned_rows said otherwise: a fault */
     else if (g_rank0) print_footer(&R, groups, rs_mask);

@@ -49,11 +49,11 @@ int main(int argc, char **argv) {
     if (config_resolve(&c, o.model, err, sizeof err)) { cli_say("%s", err); return 2; }
     mesh_t m;
     if (mesh_init(&m, o.world, o.rank, o.tp, err, sizeof err)) { cli_say("%s", err); return 2; }
-    comm_group tpg, dpg;
-    comm_null_group(&tpg, m.tp, m.tp_rank); comm_null_group(&dpg, m.dp, m.dp_rank);
     model_opts mo = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
     engine_t E;
     engine_init_plan(&E, 0);
+    comm_group tpg, dpg;
+    comm_null_group(&tpg, &E.comm, m.tp, m.tp_rank); comm_null_group(&dpg, &E.comm, m.dp, m.dp_rank);
     model_t M;
     if (model_init(&M, &E, &c, &m, &tpg, &dpg, &mo, err, sizeof err)) { cli_say("%s", err); return 2; }
     if (o.threads) { char v[16]; snprintf(v, sizeof v, "%d", o.threads); setenv("MESHSWEEP_INIT_THREADS", v, 1); }

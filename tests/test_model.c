@@ -45,7 +45,7 @@ static model_config cfg_tied(void) {
 static void build_cfg(model_t *M, model_config c, int ckpt) {
     mesh_t m; char err[256];
     mesh_init(&m, 1, 0, 1, err, sizeof err);
-    comm_null_group(&g1, 1, 0); comm_null_group(&g2, 1, 0);
+    comm_null_group(&g1, &g_E.comm, 1, 0); comm_null_group(&g2, &g_E.comm, 1, 0);
     model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = ckpt, .abytes = 4};
     if (model_init(M, &g_E, &c, &m, &g1, &g2, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); exit(1); }
     model_init_params(M, 7);

@@ -32,7 +32,8 @@ static void build(model_t *M, int dp, int dp_rank) {
     model_config c = cfg();
     mesh_t m; char err[256];
     if (mesh_init(&m, dp, dp_rank, 1, err, sizeof err)) { printf("mesh_init: %s\n", err); exit(1); }
-    comm_null_group(&g_tp, 1, 0); comm_null_group(&g_dp, dp, dp_rank); comm_null_group(&g_world, dp, dp_rank);
+    comm_null_group(&g_tp, &g_E.comm, 1, 0); comm_null_group(&g_dp, &g_E.comm, dp, dp_rank);
+    comm_null_group(&g_world, &g_E.comm, dp, dp_rank);
     model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 0, .checkpoint = 0, .abytes = 4};
     if (model_init(M, &g_E, &c, &m, &g_tp, &g_dp, &o, err, sizeof err)) { printf("model_init: %s\n", err); exit(1); }
 }

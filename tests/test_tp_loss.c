@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
     engine_t E;
     engine_init(&E, &ops_cpu, 0);
     comm_group g;
-    comm_mpi_world(&g);
+    comm_mpi_world(&E.comm, &g);
     int tp = g.size, rank = g.rank;
     model_config c;
     memset(&c, 0, sizeof c);

@@ -1,5 +1,8 @@
-/* core/engine/comm.c — MPI, host-staged MPI and NCCL dispatch of core/engine/comm.h (NCCL itself: comm_nccl.c).
- * Reduce-scatter picks MPI_Reduce_scatter_block or MPI_Allreduce + copy by group and size
+/* core/engine/comm.c — the implementations of core/engine/comm.h's groups: null, self, MPI on host
+ * buffers, host-staged MPI for device buffers, and NCCL (the calls themselves: comm_nccl.c). A group's
+ * implementation is chosen once, when the group is made; the public calls trace the collective and
+ * hand it to that implementation, which moves the data and counts it in the group's context.
+ * Reduce-scatter over MPI picks MPI_Reduce_scatter_block or MPI_Allreduce + copy by group and size
  * (comm_rs_algo in comm.h; build/commbench measures both). */
 #include "core/engine/comm.h"
 #include "core/engine/comm_nccl.h"
@@ -16,22 +19,37 @@
     fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, s_); MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
 
 const char *const comm_kind_names[COMM_NKIND] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
-static comm_stats g_stats;
-static comm_rs_algo g_rs = COMM_RS_AUTO;
-static const ops_t *g_dev;          /* non-NULL: buffers are device memory, MPI stages through host */
-static void *g_host[2];             /* host staging buffers (not engine memory: they hold no device bytes) */
-static size_t g_host_bytes[2];
 
-void comm_set_device_ops(const ops_t *ops) { g_dev = (ops && ops != &ops_cpu) ? ops : NULL; }
+/* How a group moves data. n counts elements of t bytes; the implementation counts what it moved. */
+struct comm_impl {
+    const char *name;
+    void (*all_reduce)(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max);
+    void (*all_gather)(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t);
+    /* sets r->active when there is something to wait for (else it completed at once) */
+    void (*all_gather_start)(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t);
+    void (*reduce_scatter)(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t);
+    void (*broadcast)(comm_group *g, float *buf, size_t n, int root);
+    void (*wait)(comm_req *r);
+};
 
-static void *host_buf(int k, size_t bytes) {
-    if (bytes > g_host_bytes[k]) {
-        free(g_host[k]);
-        g_host[k] = malloc(bytes);
-        if (!g_host[k]) { fprintf(stderr, "comm: out of host memory for %zu bytes of staging\n", bytes); MPI_Abort(MPI_COMM_WORLD, 1); }
-        g_host_bytes[k] = bytes;
+/* ------------------------------------------------------------------ context and groups */
+void comm_ctx_init(comm_ctx *c, const ops_t *dev) {
+    memset(c, 0, sizeof *c);
+    c->dev = dev; c->rs = COMM_RS_AUTO; c->poll = -1;
+}
+
+void comm_ctx_free(comm_ctx *c) {
+    for (int k = 0; k < 2; k++) { free(c->host[k]); c->host[k] = NULL; c->host_bytes[k] = 0; }
+}
+
+static void *host_buf(comm_ctx *c, int k, size_t bytes) {
+    if (bytes > c->host_bytes[k]) {
+        free(c->host[k]);
+        c->host[k] = malloc(bytes);
+        if (!c->host[k]) { fprintf(stderr, "comm: out of host memory for %zu bytes of staging\n", bytes); MPI_Abort(MPI_COMM_WORLD, 1); }
+        c->host_bytes[k] = bytes;
     }
-    return g_host[k];
+    return c->host[k];
 }
 
 void comm_local_rank(int *local_rank, int *local_size) {
@@ -42,21 +60,57 @@ void comm_local_rank(int *local_rank, int *local_size) {
     MPI_CHECK(MPI_Comm_free(&node));
 }
 
-
 double comm_now_ms(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
-static void count(comm_kind k, size_t bytes, double ms) { g_stats.calls[k]++; g_stats.bytes[k] += bytes; g_stats.ms[k] += ms; }
+static void count(comm_group *g, comm_kind k, size_t bytes, double ms) {
+    comm_stats *s = &g->ctx->stats;
+    s->calls[k]++; s->bytes[k] += bytes; s->ms[k] += ms;
+}
 /* NCCL collectives are timed with CUDA events on their stream (comm_nccl.c): their times are
  * added here, when the statistics are read after the step's synchronisation; their calls count
  * 0 ms of host time (enqueueing them is not communicating) */
-const comm_stats *comm_get_stats(void) { comm_nccl_collect_ms(g_stats.ms); return &g_stats; }
-void comm_reset_stats(void) { memset(&g_stats, 0, sizeof g_stats); }
-void comm_set_rs_algo(comm_rs_algo a) { g_rs = a; }
-comm_rs_algo comm_get_rs_algo(void) { return g_rs; }
+const comm_stats *comm_get_stats(comm_ctx *c) { comm_nccl_collect_ms(c->stats.ms); return &c->stats; }
+void comm_reset_stats(comm_ctx *c) { memset(&c->stats, 0, sizeof c->stats); }
+void comm_set_rs_algo(comm_ctx *c, comm_rs_algo a) { c->rs = a; }
+comm_rs_algo comm_get_rs_algo(const comm_ctx *c) { return c->rs; }
 
-int comm_mpi_groups(comm_group *tpg, comm_group *dpg, int tp) {
+/* Waiting for a collective. With more ranks than cores on a node (the CPU default: 8 ranks on a
+ * laptop), a rank spinning in MPI_Wait takes a core from a rank that still computes; polling with
+ * MPI_Test and a short sleep gives it back. Decided once per context, when its first MPI group is
+ * made (collective, like the group): oversubscribed nodes sleep-poll, others wait normally.
+ * MESHSWEEP_COMM_POLL=0|1 overrides (build/commbench and the benchmarks). */
+static void decide_poll(comm_ctx *c) {
+    if (c->poll >= 0) return;
+    const char *e = getenv("MESHSWEEP_COMM_POLL");
+    if (e && (*e == '0' || *e == '1')) { c->poll = *e == '1'; return; }
+    int lr = 0, ls = 1;
+    comm_local_rank(&lr, &ls);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->poll = cores > 0 && ls > cores;
+}
+static void wait_req(const comm_group *g, MPI_Request *q) {
+    if (!g->ctx->poll) { MPI_CHECK(MPI_Wait(q, MPI_STATUS_IGNORE)); return; }
+    for (int i = 0;; i++) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(q, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (i >= 8) { struct timespec ts = {0, 20000}; nanosleep(&ts, NULL); }
+    }
+}
+
+static const comm_impl impl_null, impl_self, impl_mpi, impl_staged, impl_nccl;
+
+/* an MPI group of this context: self for one rank, MPI on host or staged device buffers otherwise */
+static void mpi_group(comm_ctx *c, comm_group *g, MPI_Comm *mc) {
+    memset(g, 0, sizeof *g);
+    g->mpi = mc; g->ctx = c;
+    MPI_CHECK(MPI_Comm_size(*mc, &g->size)); MPI_CHECK(MPI_Comm_rank(*mc, &g->rank));
+    g->impl = g->size == 1 ? &impl_self : c->dev ? &impl_staged : &impl_mpi;
+}
+
+int comm_mpi_groups(comm_ctx *c, comm_group *tpg, comm_group *dpg, int tp) {
     int rank, world;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
@@ -64,10 +118,9 @@ int comm_mpi_groups(comm_group *tpg, comm_group *dpg, int tp) {
     if (!t || !d) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank % tp, t)); /* consecutive ranks */
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank % tp, rank / tp, d)); /* strided ranks */
-    memset(tpg, 0, sizeof *tpg); memset(dpg, 0, sizeof *dpg);
-    tpg->mpi = t; dpg->mpi = d;
-    MPI_CHECK(MPI_Comm_size(*t, &tpg->size)); MPI_CHECK(MPI_Comm_rank(*t, &tpg->rank));
-    MPI_CHECK(MPI_Comm_size(*d, &dpg->size)); MPI_CHECK(MPI_Comm_rank(*d, &dpg->rank));
+    mpi_group(c, tpg, t);
+    mpi_group(c, dpg, d);
+    decide_poll(c);
     return 0;
 }
 
@@ -82,48 +135,27 @@ void comm_mpi_groups_free(comm_group *tpg, comm_group *dpg) {
     }
 }
 
-void comm_mpi_world(comm_group *g) {
+void comm_mpi_world(comm_ctx *c, comm_group *g) {
     static MPI_Comm w;
     w = MPI_COMM_WORLD;
-    memset(g, 0, sizeof *g); g->mpi = &w;
-    MPI_CHECK(MPI_Comm_size(w, &g->size)); MPI_CHECK(MPI_Comm_rank(w, &g->rank));
+    mpi_group(c, g, &w);
+    decide_poll(c);
 }
 
-void comm_null_group(comm_group *g, int size, int rank) {
-    memset(g, 0, sizeof *g); g->size = size; g->rank = rank; g->null = 1;
-}
-
-#define COMM(g) (*(MPI_Comm *)(g)->mpi)
-
-/* Waiting for a collective. With more ranks than cores on a node (the CPU default: 8 ranks on a
- * laptop), a rank spinning in MPI_Wait takes a core from a rank that still computes; polling with
- * MPI_Test and a short sleep gives it back. Decided once: oversubscribed nodes sleep-poll,
- * others wait normally. MESHSWEEP_COMM_POLL=0|1 overrides (build/commbench and the benchmarks). */
-static int g_poll = -1;
-static int poll_mode(void) {
-    if (g_poll >= 0) return g_poll;
-    const char *e = getenv("MESHSWEEP_COMM_POLL");
-    if (e && (*e == '0' || *e == '1')) return g_poll = *e == '1';
-    int lr = 0, ls = 1;
-    comm_local_rank(&lr, &ls);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return g_poll = cores > 0 && ls > cores;
-}
-static void wait_req(MPI_Request *q) {
-    if (!poll_mode()) { MPI_CHECK(MPI_Wait(q, MPI_STATUS_IGNORE)); return; }
-    for (int i = 0;; i++) {
-        int done = 0;
-        MPI_CHECK(MPI_Test(q, &done, MPI_STATUS_IGNORE));
-        if (done) return;
-        if (i >= 8) { struct timespec ts = {0, 20000}; nanosleep(&ts, NULL); }
-    }
+void comm_null_group(comm_group *g, comm_ctx *c, int size, int rank) {
+    memset(g, 0, sizeof *g); g->size = size; g->rank = rank; g->ctx = c; g->impl = &impl_null;
 }
 
 int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
-    if (g->null || g->size == 1) return 0;
-    return comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen);
+    if (!g->mpi || g->size == 1) return 0;
+    if (comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen)) return -1;
+    g->impl = &impl_nccl;
+    return 0;
 }
 
+const char *comm_impl_name(const comm_group *g) { return g->impl->name; }
+
+/* ------------------------------------------------------------------ helpers */
 /* bf16 sum for MPI (no native bf16 type): each pair added in fp32, rounded to nearest even */
 static float bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 static uint16_t f32_to_bf16(float f) {
@@ -143,162 +175,261 @@ static MPI_Op bf16_sum_op(void) {
     return op;
 }
 static MPI_Datatype mpi_type(comm_dtype t) { return t == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
-static MPI_Op mpi_sum(comm_dtype t) { return t == COMM_BF16 ? bf16_sum_op() : MPI_SUM; }
+static MPI_Op mpi_op(comm_dtype t, int is_max) { return is_max ? MPI_MAX : t == COMM_BF16 ? bf16_sum_op() : MPI_SUM; }
+#define COMM(g) (*(MPI_Comm *)(g)->mpi)
 #define AT(p, i, esz) ((void *)((char *)(p) + (size_t)(i) * (esz)))
 
-/* local copy between buffers of the backend */
-static void dcopy(void *dst, const void *src, size_t bytes) {
+/* local copy between buffers of the group's memory */
+static void dcopy(const comm_group *g, void *dst, const void *src, size_t bytes) {
     if (dst == src) return;
-    if (g_dev) g_dev->copy(dst, src, bytes); else memcpy(dst, src, bytes);
+    const ops_t *dev = g->ctx ? g->ctx->dev : NULL;
+    if (dev) dev->copy(dst, src, bytes); else memcpy(dst, src, bytes);
 }
 
-static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_Op op, size_t esz, int device) {
-    if (g->null || g->size == 1 || n == 0) return;
+static int rs_native(const comm_group *g, size_t all_bytes) {
+    comm_rs_algo a = g->ctx->rs;
+    return a == COMM_RS_NATIVE || (a == COMM_RS_AUTO && (g->size == 2 || all_bytes <= 65536));
+}
+
+/* ------------------------------------------------------------------ null: nothing moves */
+static void null_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+    (void)g; (void)buf; (void)n; (void)t; (void)is_max;
+}
+static void null_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+    (void)g; (void)recv; (void)send; (void)n; (void)t;
+}
+static void null_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+    (void)g; (void)r; (void)recv; (void)send; (void)n; (void)t;
+}
+static void null_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+    (void)g; (void)recv; (void)buf; (void)n; (void)t;
+}
+static void null_broadcast(comm_group *g, float *buf, size_t n, int root) { (void)g; (void)buf; (void)n; (void)root; }
+static void null_wait(comm_req *r) { (void)r; }
+static const comm_impl impl_null = {"null", null_all_reduce, null_all_gather, null_all_gather_start,
+                                    null_reduce_scatter, null_broadcast, null_wait};
+
+/* ------------------------------------------------------------------ self: one rank, local copies */
+static void self_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+    dcopy(g, recv, send, n * (size_t)t);
+}
+static void self_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+    (void)r;
+    dcopy(g, recv, send, n * (size_t)t);
+}
+static void self_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+    dcopy(g, recv, buf, n * (size_t)t);
+}
+static const comm_impl impl_self = {"self", null_all_reduce, self_all_gather, self_all_gather_start,
+                                    self_reduce_scatter, null_broadcast, null_wait};
+
+/* ------------------------------------------------------------------ MPI on host buffers */
+static void mpi_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
     double t0 = comm_now_ms();
-    if (device && g->nccl) {
-        comm_nccl_all_reduce(g->nccl, buf, n, op == MPI_MAX, (int)esz);
-        t0 = comm_now_ms();
-    } else if (device && g_dev) {
-        void *h = host_buf(0, n * esz);
-        g_dev->to_host(h, buf, n * esz);
-        MPI_Request q;
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, t, op, COMM(g), &q));
-        wait_req(&q);
-        g_dev->from_host(buf, h, n * esz);
-    } else {
-        MPI_Request q;
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, op, COMM(g), &q));
-        wait_req(&q);
-    }
-    count(COMM_ALL_REDUCE, n * esz, comm_now_ms() - t0);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), mpi_op(t, is_max), COMM(g), &q));
+    wait_req(g, &q);
+    count(g, COMM_ALL_REDUCE, n * (size_t)t, comm_now_ms() - t0);
 }
-void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_SUM, 4, 1); }
-void comm_all_reduce_max(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_MAX, 4, 1); }
-void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t) {
-    if (g->null || g->size == 1 || n == 0) return; /* before mpi_sum(): no MPI call in plan mode */
-    all_reduce(g, buf, n, mpi_type(t), mpi_sum(t), (size_t)t, 1);
-}
-/* host doubles (loss sums, norms): always MPI on host memory */
-void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) { all_reduce(g, buf, n, MPI_DOUBLE, MPI_SUM, 8, 0); }
-
 static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
-    size_t esz = (size_t)t;
-    if (g_dev) {
-        char *h = host_buf(0, n * g->size * esz);
-        g_dev->to_host(h + (size_t)g->rank * n * esz, send, n * esz);
-        MPI_Request q;
-        MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, (int)n, mpi_type(t), h, (int)n, mpi_type(t), COMM(g), &q));
-        wait_req(&q);
-        g_dev->from_host(recv, h, n * g->size * esz);
-        return;
-    }
-    const void *s = (send == AT(recv, (size_t)g->rank * n, esz)) ? MPI_IN_PLACE : send;
+    double t0 = comm_now_ms();
+    const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
     MPI_Request q;
     MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), &q));
-    wait_req(&q);
+    wait_req(g, &q);
+    count(g, COMM_ALL_GATHER, n * g->size * (size_t)t, comm_now_ms() - t0);
+}
+static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+    MPI_Request *q = malloc(sizeof *q);
+    if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
+    const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
+    MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), q));
+    r->active = 1; r->mpi_req = q;
+}
+/* the time counted for a non-blocking collective is the time spent waiting for it (not its
+ * wall time since start, which overlaps compute) */
+static void mpi_wait(comm_req *r) {
+    double t0 = comm_now_ms();
+    wait_req(r->g, (MPI_Request *)r->mpi_req);
+    free(r->mpi_req);
+    count(r->g, r->kind, r->bytes, comm_now_ms() - t0);
+}
+/* reduce-scatter of b (host) into r (host) */
+static void mpi_rs_host(comm_group *g, void *r, void *b, size_t n, comm_dtype t) {
+    size_t esz = (size_t)t, all = n * g->size;
+    MPI_Request q;
+    if (rs_native(g, all * esz)) {
+        MPI_CHECK(MPI_Ireduce_scatter_block(b, r, (int)n, mpi_type(t), mpi_op(t, 0), COMM(g), &q));
+        wait_req(g, &q);
+    } else {
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b, (int)all, mpi_type(t), mpi_op(t, 0), COMM(g), &q));
+        wait_req(g, &q);
+        memcpy(r, AT(b, (size_t)g->rank * n, esz), n * esz);
+    }
+}
+static void mpi_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+    double t0 = comm_now_ms();
+    mpi_rs_host(g, recv, buf, n, t);
+    count(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, comm_now_ms() - t0);
+}
+static void mpi_broadcast(comm_group *g, float *buf, size_t n, int root) {
+    double t0 = comm_now_ms();
+    MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, COMM(g)));
+    count(g, COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
+}
+static const comm_impl impl_mpi = {"mpi", mpi_all_reduce, mpi_all_gather, mpi_all_gather_start,
+                                   mpi_reduce_scatter, mpi_broadcast, mpi_wait};
+
+/* ------------------------------------------------------------------ MPI staged through host memory
+ * Device buffers without NCCL (ranks sharing a GPU): to_host, MPI, from_host. A started all-gather
+ * completes at once (no overlap in this fallback). */
+static void staged_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+    const ops_t *dev = g->ctx->dev;
+    double t0 = comm_now_ms();
+    size_t bytes = n * (size_t)t;
+    void *h = host_buf(g->ctx, 0, bytes);
+    dev->to_host(h, buf, bytes);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, mpi_type(t), mpi_op(t, is_max), COMM(g), &q));
+    wait_req(g, &q);
+    dev->from_host(buf, h, bytes);
+    count(g, COMM_ALL_REDUCE, bytes, comm_now_ms() - t0);
+}
+static void staged_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+    const ops_t *dev = g->ctx->dev;
+    double t0 = comm_now_ms();
+    size_t esz = (size_t)t;
+    char *h = host_buf(g->ctx, 0, n * g->size * esz);
+    dev->to_host(h + (size_t)g->rank * n * esz, send, n * esz);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, (int)n, mpi_type(t), h, (int)n, mpi_type(t), COMM(g), &q));
+    wait_req(g, &q);
+    dev->from_host(recv, h, n * g->size * esz);
+    count(g, COMM_ALL_GATHER, n * g->size * esz, comm_now_ms() - t0);
+}
+static void staged_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+    (void)r;
+    staged_all_gather(g, recv, send, n, t);
+}
+static void staged_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+    const ops_t *dev = g->ctx->dev;
+    double t0 = comm_now_ms();
+    size_t esz = (size_t)t, all = n * g->size;
+    void *b = host_buf(g->ctx, 0, all * esz), *r = host_buf(g->ctx, 1, n * esz);
+    dev->to_host(b, buf, all * esz);
+    mpi_rs_host(g, r, b, n, t);
+    dev->from_host(recv, r, n * esz);
+    count(g, COMM_REDUCE_SCATTER, all * esz, comm_now_ms() - t0);
+}
+static void staged_broadcast(comm_group *g, float *buf, size_t n, int root) {
+    const ops_t *dev = g->ctx->dev;
+    double t0 = comm_now_ms();
+    float *h = host_buf(g->ctx, 0, n * sizeof(float));
+    dev->to_host(h, buf, n * sizeof(float));
+    MPI_CHECK(MPI_Bcast(h, (int)n, MPI_FLOAT, root, COMM(g)));
+    dev->from_host(buf, h, n * sizeof(float));
+    count(g, COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
+}
+static const comm_impl impl_staged = {"mpi-staged", staged_all_reduce, staged_all_gather, staged_all_gather_start,
+                                      staged_reduce_scatter, staged_broadcast, null_wait};
+
+/* ------------------------------------------------------------------ NCCL (comm_nccl.c)
+ * Enqueueing is not communicating: calls count 0 ms of host time here, their event times are added
+ * when the statistics are read. A started all-gather returns an event the compute stream waits on. */
+static void nccl_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+    comm_nccl_all_reduce(g->nccl, buf, n, is_max, (int)t);
+    count(g, COMM_ALL_REDUCE, n * (size_t)t, 0.0);
+}
+static void nccl_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+    comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL);
+    count(g, COMM_ALL_GATHER, n * g->size * (size_t)t, 0.0);
+}
+static void nccl_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+    comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, &r->event);
+    r->active = 1;
+}
+static void nccl_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+    comm_nccl_reduce_scatter(g->nccl, recv, buf, n, (int)t);
+    count(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, 0.0);
+}
+static void nccl_broadcast(comm_group *g, float *buf, size_t n, int root) {
+    comm_nccl_broadcast(g->nccl, buf, n, root);
+    count(g, COMM_BROADCAST, n * sizeof(float), 0.0);
+}
+static void nccl_wait(comm_req *r) {
+    comm_nccl_wait(r->event);
+    count(r->g, r->kind, r->bytes, 0.0);
+}
+static const comm_impl impl_nccl = {"nccl", nccl_all_reduce, nccl_all_gather, nccl_all_gather_start,
+                                    nccl_reduce_scatter, nccl_broadcast, nccl_wait};
+
+/* ------------------------------------------------------------------ the calls */
+static void trace(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) {
+    if (g->ctx && g->ctx->trace) g->ctx->trace->collective(g->ctx->trace->ctx, g, k, bytes, ph);
+}
+
+void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t) {
+    if (n == 0) return;
+    trace(g, COMM_ALL_REDUCE, n * (size_t)t, COMM_BLOCKING);
+    g->impl->all_reduce(g, buf, n, t, 0);
+}
+void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { comm_all_reduce_sum_t(g, buf, n, COMM_F32); }
+void comm_all_reduce_max(comm_group *g, float *buf, size_t n) {
+    if (n == 0) return;
+    trace(g, COMM_ALL_REDUCE, n * sizeof(float), COMM_BLOCKING);
+    g->impl->all_reduce(g, buf, n, COMM_F32, 1);
+}
+
+/* host doubles (loss sums, norms): always MPI on host memory, whatever carries the device data */
+void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) {
+    if (!g->mpi || g->size == 1 || n == 0) return;
+    double t0 = comm_now_ms();
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(g), &q));
+    wait_req(g, &q);
+    count(g, COMM_ALL_REDUCE, n * sizeof(double), comm_now_ms() - t0);
 }
 
 void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
-    if (g->null) return;
-    if (g->size == 1) { dcopy(recv, send, n * (size_t)t); return; }
-    double t0 = comm_now_ms();
-    if (g->nccl) { comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL); t0 = comm_now_ms(); }
-    else mpi_all_gather(g, recv, send, n, t);
-    count(COMM_ALL_GATHER, n * g->size * (size_t)t, comm_now_ms() - t0);
+    trace(g, COMM_ALL_GATHER, n * g->size * (size_t)t, COMM_BLOCKING);
+    g->impl->all_gather(g, recv, send, n, t);
 }
 void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) { comm_all_gather_t(g, recv, send, n, COMM_F32); }
 
 void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n) {
-    if (g->null) return;
+    if (!g->mpi) return;
     if (g->size == 1) { if (recv != send) memcpy(recv, send, n * sizeof(float)); return; }
     const void *s = (send == recv + (size_t)g->rank * n) ? MPI_IN_PLACE : send;
     MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
 }
 
 void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
-    if (g->null) return;
-    size_t esz = (size_t)t;
-    if (g->size == 1) { dcopy(recv, buf, n * esz); return; }
-    double t0 = comm_now_ms();
-    size_t all = n * g->size;
-    if (g->nccl) {
-        comm_nccl_reduce_scatter(g->nccl, recv, buf, n, (int)esz);
-        t0 = comm_now_ms();
-    } else {
-        void *b = buf;
-        if (g_dev) { b = host_buf(0, all * esz); g_dev->to_host(b, buf, all * esz); }
-        void *r = g_dev ? host_buf(1, n * esz) : recv;
-        MPI_Request q;
-        int native = g_rs == COMM_RS_NATIVE || (g_rs == COMM_RS_AUTO && (g->size == 2 || all * esz <= 65536));
-        if (native) {
-            MPI_CHECK(MPI_Ireduce_scatter_block(b, r, (int)n, mpi_type(t), mpi_sum(t), COMM(g), &q));
-            wait_req(&q);
-        } else {
-            MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b, (int)all, mpi_type(t), mpi_sum(t), COMM(g), &q));
-            wait_req(&q);
-            memcpy(r, AT(b, (size_t)g->rank * n, esz), n * esz);
-        }
-        if (g_dev) g_dev->from_host(recv, r, n * esz);
-    }
-    count(COMM_REDUCE_SCATTER, all * esz, comm_now_ms() - t0);
+    trace(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, COMM_BLOCKING);
+    g->impl->reduce_scatter(g, recv, buf, n, t);
 }
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) { comm_reduce_scatter_t(g, recv, buf, n, COMM_F32); }
 
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
-    if (g->null || g->size == 1) return;
-    double t0 = comm_now_ms();
-    if (g->nccl) {
-        comm_nccl_broadcast(g->nccl, buf, n, root);
-        t0 = comm_now_ms();
-    } else if (g_dev) {
-        float *h = host_buf(0, n * sizeof(float));
-        g_dev->to_host(h, buf, n * sizeof(float));
-        MPI_CHECK(MPI_Bcast(h, (int)n, MPI_FLOAT, root, COMM(g)));
-        g_dev->from_host(buf, h, n * sizeof(float));
-    } else {
-        MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, COMM(g)));
-    }
-    count(COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
+    trace(g, COMM_BROADCAST, n * sizeof(float), COMM_BLOCKING);
+    g->impl->broadcast(g, buf, n, root);
 }
 
 /* Non-blocking all-gather for FSDP prefetch: NCCL returns an event the compute stream waits on;
- * MPI on host buffers uses MPI_Iallgather; host-staged MPI (device buffers without NCCL) completes
- * at once (no overlap in that fallback). */
+ * MPI on host buffers uses MPI_Iallgather; the others complete at once. */
 void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
     memset(r, 0, sizeof *r);
-    if (g->null) return;
-    size_t esz = (size_t)t;
-    if (g->size == 1) { dcopy(recv, send, n * esz); return; }
-    r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * esz;
+    r->g = g; r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * (size_t)t;
     r->t0 = comm_now_ms();
-    if (g->nccl) {
-        comm_nccl_all_gather(g->nccl, recv, send, n, (int)esz, &r->event);
-        r->active = 1;
-        return;
-    }
-    if (g_dev) { comm_all_gather_t(g, recv, send, n, t); return; }
-    MPI_Request *q = malloc(sizeof *q);
-    if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
-    const void *s = (send == AT(recv, (size_t)g->rank * n, esz)) ? MPI_IN_PLACE : send;
-    MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), q));
-    r->active = 1; r->mpi_req = q;
+    trace(g, COMM_ALL_GATHER, r->bytes, COMM_STARTED);
+    r->traced = g->ctx && g->ctx->trace;
+    g->impl->all_gather_start(g, r, recv, send, n, t);
 }
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
     comm_all_gather_start_t(g, r, recv, send, n, COMM_F32);
 }
 
-/* the time counted for a non-blocking collective is the time spent waiting for it (not its
- * wall time since start, which overlaps compute) */
 void comm_wait(comm_req *r) {
-    if (!r->active) return;
-    double t0 = comm_now_ms();
-    if (r->event) {
-        comm_nccl_wait(r->event);
-        t0 = comm_now_ms();
-    } else {
-        wait_req((MPI_Request *)r->mpi_req);
-        free(r->mpi_req);
-    }
-    count(r->kind, r->bytes, comm_now_ms() - t0);
-    r->active = 0; r->mpi_req = NULL; r->event = NULL;
+    if (r->active) r->g->impl->wait(r);
+    if (r->traced) trace(r->g, r->kind, r->bytes, COMM_WAITED);
+    r->active = 0; r->traced = 0; r->mpi_req = NULL; r->event = NULL;
 }

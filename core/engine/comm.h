@@ -1,8 +1,12 @@
 /* core/engine/comm.h — the collectives meshsweep uses, behind one small interface (design 5).
- * A comm_group is one communicator (the TP group or the DP group of this rank). Implementations:
- * MPI (here), NCCL (with the CUDA backend), and null (for --plan: sizes and ranks only, no data moves).
- * Every call is counted per kind (calls, bytes, wall ms) for the run record. Buffers are floats of
- * the compute backend. Which parallel dimension uses what is decided in core/engine/tp.c and core/engine/fsdp.c. */
+ * A comm_group is one communicator (the TP group or the DP group of this rank) and carries its
+ * implementation, chosen once when the group is made: null (--plan: sizes and ranks only, no data
+ * moves), self (a group of one rank: local copies), MPI on host buffers, host-staged MPI (device
+ * buffers copied through host memory: ranks sharing a GPU), or NCCL (the CUDA backend, attached after
+ * the MPI group exists). An engine's groups share a comm_ctx: how device data is copied and staged,
+ * where every call is counted per kind (calls, bytes, wall ms) for the run record, and an optional
+ * trace of each collective. Which parallel dimension uses what is decided in core/engine/tp.c and
+ * core/engine/fsdp.c. */
 #ifndef MESHSWEEP_COMM_H
 #define MESHSWEEP_COMM_H
 #include <stddef.h>
@@ -23,34 +27,68 @@ typedef struct comm_stats { uint64_t calls[COMM_NKIND], bytes[COMM_NKIND]; doubl
  * 1.1-3.5x slower for larger buffers on 4+ ranks (results/bench/commbench.md). */
 typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1, COMM_RS_AUTO = 2 } comm_rs_algo;
 
+struct comm_group;
+/* A collective as the trace sees it: blocking, started (a prefetch) or waited for (its start's
+ * completion). bytes is the figure the statistics count for it. */
+typedef enum { COMM_BLOCKING, COMM_STARTED, COMM_WAITED } comm_phase;
+typedef struct comm_trace {
+    void *ctx;
+    void (*collective)(void *ctx, const struct comm_group *g, comm_kind kind, size_t bytes, comm_phase phase);
+} comm_trace;
+
+/* What the groups of one engine share (core/engine/engine.h holds it). */
+struct ops;
+typedef struct comm_ctx {
+    const struct ops *dev;    /* device buffers: copies and host staging through this table; NULL: host memory */
+    comm_stats stats;         /* every call of these groups (NCCL times are added when read) */
+    comm_rs_algo rs;
+    int poll;                 /* waits sleep-poll (oversubscribed node); -1 until the first MPI group decides */
+    const comm_trace *trace;  /* optional: each collective of these groups as it is issued, NULL: none */
+    void *host[2];            /* host staging (not engine memory: it holds no device bytes) */
+    size_t host_bytes[2];
+} comm_ctx;
+
+typedef struct comm_impl comm_impl;   /* how a group moves data (comm.c) */
 typedef struct comm_group {
     int size, rank;
-    int null;                 /* plan mode: no data moves */
-    void *mpi;                /* MPI_Comm* */
-    void *nccl;               /* ncclComm_t* when the group runs on NCCL (CUDA builds), else NULL */
+    const comm_impl *impl;    /* chosen when the group is made; comm_nccl_attach may make it NCCL */
+    comm_ctx *ctx;            /* may be NULL for a null group (nothing counted or traced) */
+    void *mpi;                /* MPI_Comm*; NULL in a null group */
+    void *nccl;               /* ncclComm_t* when the group runs on NCCL, else NULL */
 } comm_group;
 
-typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; void *event; double t0; } comm_req;
+typedef struct comm_req {
+    comm_group *g;
+    int active;               /* the implementation has something to wait for */
+    int traced;               /* the start was traced: the wait is too */
+    void *mpi_req, *event;
+    comm_kind kind;
+    size_t bytes;
+    double t0;
+} comm_req;
 
+/* dev: the op table of the buffers the groups will move (NULL: host memory) */
+void comm_ctx_init(comm_ctx *c, const struct ops *dev);
+/* the host staging buffers */
+void comm_ctx_free(comm_ctx *c);
 /* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
-int comm_mpi_groups(comm_group *tp_group, comm_group *dp_group, int tp);
+int comm_mpi_groups(comm_ctx *c, comm_group *tp_group, comm_group *dp_group, int tp);
 /* frees the two communicators comm_mpi_groups made (before MPI_Finalize) */
 void comm_mpi_groups_free(comm_group *tp_group, comm_group *dp_group);
-void comm_null_group(comm_group *g, int size, int rank);
+/* a group of the planner: no data moves (c may be NULL) */
+void comm_null_group(comm_group *g, comm_ctx *c, int size, int rank);
 /* MPI_COMM_WORLD as a group */
-void comm_mpi_world(comm_group *g);
-void comm_set_rs_algo(comm_rs_algo a);
-/* Buffers live on a device (ops != &ops_cpu): MPI collectives then stage through host memory
- * (to_host, MPI, from_host) — the fallback when ranks share a GPU and NCCL cannot be used. */
-struct ops;
-void comm_set_device_ops(const struct ops *ops);
+void comm_mpi_world(comm_ctx *c, comm_group *g);
+void comm_set_rs_algo(comm_ctx *c, comm_rs_algo a);
+comm_rs_algo comm_get_rs_algo(const comm_ctx *c);
 /* NCCL (CUDA builds): one communicator per TP group and per DP group, unique ids broadcast over the
  * MPI groups; collectives run on their own stream, ordered against the compute stream with events.
  * Returns -1 with a message when NCCL is unavailable in this build or fails to initialise. */
 int comm_nccl_attach(comm_group *g, char *err, size_t errlen);
+/* the implementation's name: null, self, mpi, mpi-staged, nccl */
+const char *comm_impl_name(const comm_group *g);
 /* Ranks on this node and this rank's index among them (MPI_COMM_TYPE_SHARED, i.e. by host). */
 void comm_local_rank(int *local_rank, int *local_size);
-comm_rs_algo comm_get_rs_algo(void);
 
 void comm_all_reduce_sum(comm_group *g, float *buf, size_t n);
 void comm_all_reduce_max(comm_group *g, float *buf, size_t n);
@@ -65,14 +103,14 @@ void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, co
 void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t);
 void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t);
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root);
-/* all-gather of HOST buffers over MPI whatever the backend (checkpoint I/O) */
+/* all-gather of HOST buffers over MPI whatever the implementation (checkpoint I/O); not counted */
 void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n);
 /* non-blocking all-gather (FSDP prefetch); comm_wait completes it (and counts its time) */
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n);
 void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t);
 void comm_wait(comm_req *r);
 
-const comm_stats *comm_get_stats(void);
-void comm_reset_stats(void);
+const comm_stats *comm_get_stats(comm_ctx *c);
+void comm_reset_stats(comm_ctx *c);
 double comm_now_ms(void);
 #endif

@@ -8,13 +8,13 @@ int plan_rank(const model_config *cfg, int world, int tp, int rank, const model_
               mem_stats *out, char *err, size_t errlen) {
     mesh_t m;
     if (mesh_init(&m, world, rank, tp, err, errlen)) return -1;
-    comm_group tpg, dpg, wg;
-    comm_null_group(&tpg, m.tp, m.tp_rank);
-    comm_null_group(&dpg, m.dp, m.dp_rank);
-    comm_null_group(&wg, m.world, m.rank);
     /* the planner's own engine: its arena is not the one of a live engine in this process */
     engine_t E;
     engine_init_plan(&E, budget);
+    comm_group tpg, dpg, wg;
+    comm_null_group(&tpg, &E.comm, m.tp, m.tp_rank);
+    comm_null_group(&dpg, &E.comm, m.dp, m.dp_rank);
+    comm_null_group(&wg, &E.comm, m.world, m.rank);
     model_t M;
     int rc = model_init(&M, &E, cfg, &m, &tpg, &dpg, o, err, errlen);
     if (rc == 0) {

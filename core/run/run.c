@@ -227,7 +227,7 @@ static int write_record(run_t *R, const char *status, const char *error, const u
      * pool keeps for reuse (block rounding, fragmentation) */
     json_object_set_new(mem, "device_pool_reserved", R->dev_total ? json_integer((json_int_t)R->pool_reserved) : json_null());
     json_object_set_new(j, "memory", mem);
-    json_object_set_new(j, "comm", record_comm(comm_get_stats()));
+    json_object_set_new(j, "comm", record_comm(comm_get_stats(&R->E.comm)));
     char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     char mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "n/a"; int ml = 0;
     if (g_mpi) { MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
@@ -425,6 +425,7 @@ static int pick_backend(run_t *R) {
 #endif
     }
     if ((int)R->ops->cbytes != R->mo.abytes) BAD("--dtype %s is not available on --backend %s in this build", o->dtype, o->backend);
+    engine_init(&R->E, R->ops, 0); /* its budget once it is known (setup_comm, on a device) */
     return 0;
 }
 #undef BAD
@@ -469,7 +470,6 @@ static void start_mpi(run_t *R) {
         }
     }
 #endif
-    comm_set_device_ops(R->ops);
     {
         tp_shape sh;
         if (tp_shape_of(&sh, &R->cfg, o->tp, 0, err, sizeof err)) { say("%s", err); fail(2); }
@@ -557,8 +557,8 @@ static void budget_gate(run_t *R) {
 static void setup_comm(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
-    comm_mpi_groups(&R->tpg, &R->dpg, o->tp);
-    comm_mpi_world(&R->wg);
+    comm_mpi_groups(&R->E.comm, &R->tpg, &R->dpg, o->tp);
+    comm_mpi_world(&R->E.comm, &R->wg);
     if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
     int code = agree_check();
     if (code) fail(code);
@@ -588,7 +588,7 @@ static void build_engine(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
     int code;
-    engine_init(&R->E, R->ops, R->budget);
+    mem_set_budget(&R->E.mem, R->budget);
     model_t *M = &R->M;
     if (model_init(M, &R->E, &R->cfg, &R->mesh, &R->tpg, &R->dpg, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
     if ((code = agree_check())) fail(code);
@@ -637,8 +637,8 @@ static json_t *step_json(int s, int world, double loss, double norm, double lr, 
 }
 
 /* time and bytes of all collectives so far */
-static void comm_totals(double *ms, double *bytes) {
-    const comm_stats *cs = comm_get_stats();
+static void comm_totals(run_t *R, double *ms, double *bytes) {
+    const comm_stats *cs = comm_get_stats(&R->E.comm);
     *ms = 0; *bytes = 0;
     for (int k = 0; k < COMM_NKIND; k++) { *ms += cs->ms[k]; *bytes += (double)cs->bytes[k]; }
 }
@@ -647,14 +647,14 @@ static void comm_totals(double *ms, double *bytes) {
 static int step_loop(run_t *R) {
     const run_cfg *o = &R->o;
     model_t *M = &R->M;
-    comm_reset_stats();
+    comm_reset_stats(&R->E.comm);
     double scale = 1.0 / ((double)R->G * R->T);
     double t_start = comm_now_ms();
     for (int s = 0; s < o->steps; s++) {
         data_batch(&R->train, s, R->G, R->mesh.dp_rank, R->B, R->T, R->in, R->tg);
         MPI_Barrier(MPI_COMM_WORLD);
         double comm0, bytes0, comm1, bytes1;
-        comm_totals(&comm0, &bytes0);
+        comm_totals(R, &comm0, &bytes0);
         double t0 = comm_now_ms();
         double loss = model_forward_backward(M, R->in, R->tg, (float)scale);
         comm_all_reduce_sum_f64(&R->dpg, &loss, 1);
@@ -662,7 +662,7 @@ static int step_loop(run_t *R) {
         double lr = 0, norm = optim_step(M, &R->wg, &R->oc, s, o->steps, &lr);
         R->ops->synchronize();
         double t1 = comm_now_ms();
-        comm_totals(&comm1, &bytes1);
+        comm_totals(R, &comm1, &bytes1);
         double tm[2] = {t1 - t0, comm1 - comm0};
         MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         R->step_ms[s] = tm[0];
