@@ -49,9 +49,9 @@ int main(int argc, char **argv) {
     if (config_resolve(&c, o.model, err, sizeof err)) { cli_say("%s", err); return 2; }
     mesh_t m;
     if (mesh_init(&m, o.world, o.rank, o.tp, err, sizeof err)) { cli_say("%s", err); return 2; }
-    model_opts mo = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
+    model_opts mo = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0};
     engine_t E;
-    engine_init_plan(&E, 0);
+    engine_init_plan(&E, DTYPE_F32, 0);
     comm_group tpg, dpg;
     comm_null_group(&tpg, &E.comm, m.tp, m.tp_rank); comm_null_group(&dpg, &E.comm, m.dp, m.dp_rank);
     model_t M;

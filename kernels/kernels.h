@@ -12,49 +12,61 @@
  * Linear weights are HF-shaped [out, in]. Backward kernels ACCUMULATE (+=) into every gradient
  * they are given (activation and weight gradients alike); a NULL gradient pointer is skipped.
  * Kernels never allocate: temporaries come in as `ws` arguments sized by the *_ws_floats helpers.
- * Pointers are device pointers of the backend (host memory for cpu).
+ * Pointers are device pointers of the backend (host memory for cpu). The device a table runs on
+ * (selection, memory figures, peak) is kernels/device.h.
  */
 #ifndef MESHSWEEP_KERNELS_H
 #define MESHSWEEP_KERNELS_H
 #include <stddef.h>
 #include <stdint.h>
 
+/* Compute precision (the engine's dtype, core/engine/engine.h): the element type of activations, their
+ * gradients, workspace and gathered parameter copies. The value is the element size in bytes. */
+typedef enum { DTYPE_F32 = 4, DTYPE_BF16 = 2 } dtype_t;
+static inline size_t dtype_bytes(dtype_t t) { return (size_t)t; }
+static inline const char *dtype_name(dtype_t t) { return t == DTYPE_BF16 ? "bf16" : "fp32"; }
+/* An element of compute precision, as llm.c's floatX: a float in fp32 tables, the bit pattern of a
+ * bf16 in its first two bytes in bf16 tables. Declared as float so that the fp32 kernels take it as it
+ * is; a floatX pointer must be advanced by dtype_bytes, never by hand. Master weights, their gradients,
+ * the AdamW moments, rstd, lse and the logits are float whatever the precision. */
+typedef float floatX;
+
 typedef struct ops {
     const char *name;
     /* out[N,Cout] = in[N,Cin] · w[Cout,Cin]ᵀ ; accumulate != 0 adds to out instead of overwriting */
-    void (*matmul_forward)(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate);
+    void (*matmul_forward)(floatX *out, const floatX *in, const floatX *w, int N, int Cin, int Cout, int accumulate);
     /* din[N,Cin] += dout·w ; dw[Cout,Cin] += doutᵀ·in */
-    void (*matmul_backward)(float *din, float *dw, const float *dout, const float *in, const float *w,
+    void (*matmul_backward)(floatX *din, float *dw, const floatX *dout, const floatX *in, const floatX *w,
                             int N, int Cin, int Cout);
     /* out[N,Cout] = in[N,Cin] · w[Cout,Cin]ᵀ with out in fp32 whatever the compute precision (in and w
      * are compute precision; fp32 accumulation): the logits the cross-entropy reads */
-    void (*matmul_forward_f32out)(float *out, const float *in, const float *w, int N, int Cin, int Cout);
+    void (*matmul_forward_f32out)(float *out, const floatX *in, const floatX *w, int N, int Cin, int Cout);
     /* vocab-parallel: out[n,:] = table[tok[n]-v_start,:] when v_start <= tok[n] < v_start+v_count, else 0 */
-    void (*embedding_forward)(float *out, const int32_t *tok, const float *table, int N, int C, int v_start, int v_count);
+    void (*embedding_forward)(floatX *out, const int32_t *tok, const floatX *table, int N, int C, int v_start, int v_count);
     /* dtable[tok[n]-v_start,:] += dout[n,:] for owned tokens */
-    void (*embedding_backward)(float *dtable, const float *dout, const int32_t *tok, int N, int C, int v_start, int v_count);
+    void (*embedding_backward)(float *dtable, const floatX *dout, const int32_t *tok, int N, int C, int v_start, int v_count);
     /* out = x / sqrt(mean(x²)+eps) ⊙ w ; rstd[N] saved */
-    void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+    void (*rmsnorm_forward)(floatX *out, float *rstd, const floatX *x, const floatX *w, int N, int C, float eps);
     /* dx += ..., dw += ... */
-    void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+    void (*rmsnorm_backward)(floatX *dx, float *dw, const floatX *dout, const floatX *x, const floatX *w, const float *rstd,
                              int N, int C);
     /* HF rotate_half RoPE over x[B,T,nh*hd] at positions 0..T-1: out = x·cos + rotate_half(x)·sin,
        cos/sin read from tab (fp32 on every backend, rope_table_fill's layout, device memory).
        out may equal x (in place). Assigns (does not accumulate). */
-    void (*rope_forward)(float *out, const float *x, const float *tab, int B, int T, int nh, int hd);
+    void (*rope_forward)(floatX *out, const floatX *x, const float *tab, int B, int T, int nh, int hd);
     /* din = Rᵀ·dout (the transpose rotation); din may equal dout. Assigns. */
-    void (*rope_backward)(float *din, const float *dout, const float *tab, int B, int T, int nh, int hd);
+    void (*rope_backward)(floatX *din, const floatX *dout, const float *tab, int B, int T, int nh, int hd);
     /* causal softmax attention with GQA: q[B,T,H*hd], k,v[B,T,KV*hd] -> out[B,T,H*hd], scale 1/sqrt(hd),
        query head j uses kv head j/(H/KV). lse[B,H,T] (log-sum-exp of scaled scores) is saved for backward;
        no [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats. */
-    void (*attention_forward)(float *out, float *lse, float *ws, const float *q, const float *k, const float *v,
+    void (*attention_forward)(floatX *out, float *lse, float *ws, const floatX *q, const floatX *k, const floatX *v,
                               int B, int T, int H, int KV, int hd);
-    void (*attention_backward)(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
-                               const float *lse, const float *q, const float *k, const float *v,
+    void (*attention_backward)(floatX *dq, floatX *dk, floatX *dv, float *ws, const floatX *dout, const floatX *out,
+                               const float *lse, const floatX *q, const floatX *k, const floatX *v,
                                int B, int T, int H, int KV, int hd);
     /* out = silu(gate) ⊙ up, all [n] */
-    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
-    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
+    void (*swiglu_forward)(floatX *out, const floatX *gate, const floatX *up, size_t n);
+    void (*swiglu_backward)(floatX *dgate, floatX *dup, const floatX *dout, const floatX *gate, const floatX *up, size_t n);
     /* Vocab-parallel cross-entropy pieces over local logits[N,Vloc] holding global vocab columns
        [v_start, v_start+Vloc); only the first v_valid local columns are real (the rest is padding, masked).
        The TP group combines them: max (MAX), sumexp rescaled to the global max (SUM), target logit (SUM).
@@ -69,14 +81,14 @@ typedef struct ops {
     /* dlogits[n,j] = scale * (exp(logits[n,j]-mx[n])/se[n] - [v_start+j == tgt[n]]) for valid j, 0 for padding.
        ASSIGNS; dlogits is compute precision (the lm_head backward GEMM reads it), logits fp32, so
        dlogits may alias logits only in an fp32 table (cbytes == 4). */
-    void (*ce_backward)(float *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
+    void (*ce_backward)(floatX *dlogits, const float *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid);
     /* AdamW (PyTorch semantics) over a flat slice: p -= lr*wd*p; m,v update; p -= lr/bc1 * m/(sqrt(v)/sqrt(bc2)+eps)
        with bc1 = 1-beta1^t, bc2 = 1-beta2^t. */
     void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, float bc1, float bc2);
     /* small helpers */
-    void (*add_inplace)(float *y, const float *x, size_t n);          /* y += x */
+    void (*add_inplace)(floatX *y, const floatX *x, size_t n);        /* y += x */
     void (*scale_inplace)(float *y, float s, size_t n);               /* y *= s */
     /* Σ_k Σ_i x[k][i]² over count segments of n[k] floats: each segment's sum in double, added in
      * segment order; one result for all, so a device table waits for the device once */
@@ -85,13 +97,14 @@ typedef struct ops {
     void (*copy)(void *dst, const void *src, size_t bytes);           /* device to device */
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
     void (*from_host)(void *dst, const void *host_src, size_t bytes);
-    /* device memory (the tracked allocator in core/engine/mem calls these; NULL for ops_null) */
+    /* device memory: the tracked allocator's arenas (core/engine/mem) call these, never a planner's (ops_null's
+     * dev_alloc gives NULL) */
     void *(*dev_alloc)(size_t bytes);
     void (*dev_free)(void *p);
     void (*synchronize)(void);
-    /* compute precision of the table: activations, workspace and gathered parameter copies hold
-     * elements of cbytes bytes (4: fp32; 2: bf16 in ops_cuda_bf16, where the pointer types of the
-     * ops above stay float* but the C-typed arguments hold bf16 bit patterns — see its header) */
+    /* the compute precision this table's kernels read and write as floatX: 4 (fp32) or 2 (bf16 in
+     * ops_cuda_bf16; see its header); ops_null reads nothing. The engine does not size buffers by it:
+     * its dtype chooses the table (kernels/device.h), and engine_init checks that they agree. */
     size_t cbytes;
     /* dst (compute precision) <- src (fp32) for n elements: a copy for fp32 tables */
     void (*to_compute)(void *dst, const float *src, size_t n);

@@ -80,14 +80,14 @@ int main(void) {
           "gpus_resolve_bad_size_names_auto", "'%s'", err);
     CHECK(gpus_resolve_budget(NULL, NULL, "v100", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "h200-141gb"),
           "gpus_resolve_unknown_gpu_lists_known", "'%s'", err);
+    engine_t E;
+    if (engine_init(&E, &device_cpu, DTYPE_F32, err, sizeof err)) { printf("FAIL engine_init: %s\n", err); return 1; }
 #ifndef MESHSWEEP_CUDA
     gpus_device_mem dm;
-    CHECK(gpus_measure_device(&ops_cpu, 1, &r, &dm, err, sizeof err) == -1, "gpus_measure_without_cuda_build", "accepted");
+    CHECK(gpus_measure_device(&E, 1, &r, &dm, err, sizeof err) == -1, "gpus_measure_without_cuda_build", "accepted");
 #endif
 
     /* the warm-up belongs to the runtime's overhead, not to the tracked bytes the budget caps */
-    engine_t E;
-    engine_init(&E, &ops_cpu, 0);
     gpus_warm_runtime(E.ops);
     CHECK(mem_get_stats(&E.mem)->total_peak == 0, "gpus_warm_runtime_outside_tracked_allocator", "%llu tracked",
           (unsigned long long)mem_get_stats(&E.mem)->total_peak);

@@ -87,10 +87,10 @@ static int model_case(int world, int tp, int rank, int vocab) {
     c.max_position_embeddings = 64; c.initializer_range = 0.02;
     mesh_t m; char err[256];
     if (mesh_init(&m, world, rank, tp, err, sizeof err)) { printf("FAIL mesh: %s\n", err); return 1; }
-    model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
+    model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0};
     model_t A, B;
     engine_t E;
-    engine_init(&E, &ops_cpu, 0);
+    engine_init(&E, &device_cpu, DTYPE_F32, NULL, 0);
     comm_null_group(&tpg, &E.comm, m.tp, m.tp_rank); comm_null_group(&dpg, &E.comm, m.dp, m.dp_rank);
     if (model_init(&A, &E, &c, &m, &tpg, &dpg, &o, err, sizeof err) ||
         model_init(&B, &E, &c, &m, &tpg, &dpg, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); return 1; }

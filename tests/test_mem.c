@@ -130,6 +130,9 @@ static void test_arenas_coexist(void) {
     mem_arena_release(&live);
 }
 
+/* what the plans below plan for: an fp32 engine */
+static engine_t g_fp32;
+
 static model_config cfg(void) {
     model_config c;
     memset(&c, 0, sizeof c);
@@ -143,13 +146,13 @@ static model_config cfg(void) {
 /* a budget of exactly the planned peak fits; one byte less is refused by the plan */
 static void test_plan_boundary(int world, int tp) {
     model_config c = cfg();
-    model_opts o = {.B = 2, .T = 32, .sequence_parallel = 1, .prefetch = 1, .checkpoint = 0, .abytes = 4};
+    model_opts o = {.B = 2, .T = 32, .sequence_parallel = 1, .prefetch = 1, .checkpoint = 0};
     char err[256], n[96];
     mem_stats s, t, u;
     int w;
-    int rc = plan_world(&c, world, tp, &o, 0, &s, &w, err, sizeof err);
-    rc |= plan_rank(&c, world, tp, w, &o, s.total_peak, &t, err, sizeof err);
-    rc |= plan_rank(&c, world, tp, w, &o, s.total_peak - 1, &u, err, sizeof err);
+    int rc = plan_world(&g_fp32, &c, world, tp, &o, 0, &s, &w, err, sizeof err);
+    rc |= plan_rank(&g_fp32, &c, world, tp, w, &o, s.total_peak, &t, err, sizeof err);
+    rc |= plan_rank(&g_fp32, &c, world, tp, w, &o, s.total_peak - 1, &u, err, sizeof err);
     snprintf(n, sizeof n, "mem_plan_budget_at_peak_%dx%d", world / tp, tp);
     CHECK(rc == 0 && !t.over_budget && t.total_peak == s.total_peak, n, "rc %d, over_budget %d at budget = peak %llu",
           rc, t.over_budget, (unsigned long long)s.total_peak);
@@ -164,7 +167,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* README closed form for params, grads, optimizer against the plan of every rank */
 static void test_closed_form(int world, int tp) {
     model_config c = cfg();
-    model_opts o = {.B = 2, .T = 32, .sequence_parallel = 1, .prefetch = 1, .checkpoint = 0, .abytes = 4};
+    model_opts o = {.B = 2, .T = 32, .sequence_parallel = 1, .prefetch = 1, .checkpoint = 0};
     int64_t d = c.hidden_size, f = c.intermediate_size, H = c.num_attention_heads, KV = c.num_key_value_heads;
     int64_t hd = d / H, V = c.vocab_size, L = c.num_hidden_layers, dp = world / tp, s = 4;
     int64_t P_layer = 2 * d + d * hd * (2 * H + 2 * KV) / tp + 3 * d * f / tp;
@@ -181,7 +184,7 @@ static void test_closed_form(int world, int tp) {
     char err[256], n[96], why[256] = "";
     for (int r = 0; r < world && good; r++) {
         mem_stats st;
-        if (plan_rank(&c, world, tp, r, &o, 0, &st, err, sizeof err)) { good = 0; snprintf(why, sizeof why, "%s", err); break; }
+        if (plan_rank(&g_fp32, &c, world, tp, r, &o, 0, &st, err, sizeof err)) { good = 0; snprintf(why, sizeof why, "%s", err); break; }
         if (st.peak[MEM_PARAMS] != params || st.peak[MEM_OPTIMIZER] != optimizer || st.peak[MEM_GRADS] != grads) {
             good = 0;
             snprintf(why, sizeof why, "rank %d: params %llu/%llu optimizer %llu/%llu grads %llu/%llu (plan/closed form)", r,
@@ -196,6 +199,7 @@ static void test_closed_form(int world, int tp) {
 
 int main(void) {
     cpu_blas_init();
+    engine_init_plan(&g_fp32, DTYPE_F32, 0);
     test_tracking(1);
     test_tracking(0);
     test_budget_plan();

@@ -46,7 +46,7 @@ static void build_cfg(model_t *M, model_config c, int ckpt) {
     mesh_t m; char err[256];
     mesh_init(&m, 1, 0, 1, err, sizeof err);
     comm_null_group(&g1, &g_E.comm, 1, 0); comm_null_group(&g2, &g_E.comm, 1, 0);
-    model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = ckpt, .abytes = 4};
+    model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = ckpt};
     if (model_init(M, &g_E, &c, &m, &g1, &g2, &o, err, sizeof err)) { printf("FAIL model_init: %s\n", err); exit(1); }
     model_init_params(M, 7);
 }
@@ -117,7 +117,7 @@ static void fd_check(model_t *M, const char *tag) {
 int main(void) {
     cpu_blas_init();
     for (int i = 0; i < B * T; i++) { in[i] = (int32_t)(init_splitmix64(i) % 37); tg[i] = (int32_t)(init_splitmix64(i + 100) % 37); }
-    engine_init(&g_E, &ops_cpu, 0);
+    engine_init(&g_E, &device_cpu, DTYPE_F32, NULL, 0);
     model_t M;
     build(&M, 0);
     double L0 = model_forward_backward(&M, in, tg, 1.0f);
@@ -137,7 +137,7 @@ int main(void) {
     uint64_t act_peak = measured_cat[MEM_ACTIVATIONS];
     model_free(&M);
     engine_release(&g_E);
-    engine_init(&g_E, &ops_cpu, 0);
+    engine_init(&g_E, &device_cpu, DTYPE_F32, NULL, 0);
     build(&M, 1);
     double L1 = model_forward_backward(&M, in, tg, 1.0f);
     int same = L1 == L0;
@@ -151,15 +151,15 @@ int main(void) {
     engine_release(&g_E);
     /* the plan of the same step equals what was measured (the optimizer allocates nothing more) */
     model_config c = cfg();
-    model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0, .abytes = 4};
+    model_opts o = {.B = B, .T = T, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0};
     mem_stats ps; char err[256];
-    int rc = plan_rank(&c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
+    int rc = plan_rank(&g_E, &c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
     CHECK(rc == 0 && ps.total_peak == measured_peak && !memcmp(ps.peak, measured_cat, sizeof measured_cat),
           "model_plan_equals_measured", "planned %llu vs measured %llu", (unsigned long long)ps.total_peak,
           (unsigned long long)measured_peak);
 
     /* tied embeddings: one shared tensor, no lm_head segment; its gradient sums both uses (FD) */
-    engine_init(&g_E, &ops_cpu, 0);
+    engine_init(&g_E, &device_cpu, DTYPE_F32, NULL, 0);
     build_cfg(&M, cfg_tied(), 0);
     const fsdp_unit *root = &M.units[M.L];
     int has_head = 0;
@@ -173,7 +173,7 @@ int main(void) {
     model_free(&M);
     engine_release(&g_E);
     c = cfg_tied();
-    rc = plan_rank(&c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
+    rc = plan_rank(&g_E, &c, 1, 1, 0, &o, 0, &ps, err, sizeof err);
     CHECK(rc == 0 && ps.total_peak == tied_peak && tied_peak < measured_peak, "model_tied_plan_equals_measured",
           "planned %llu vs measured %llu (untied %llu)", (unsigned long long)ps.total_peak,
           (unsigned long long)tied_peak, (unsigned long long)measured_peak);

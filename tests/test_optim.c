@@ -34,7 +34,7 @@ static void build(model_t *M, int dp, int dp_rank) {
     if (mesh_init(&m, dp, dp_rank, 1, err, sizeof err)) { printf("mesh_init: %s\n", err); exit(1); }
     comm_null_group(&g_tp, &g_E.comm, 1, 0); comm_null_group(&g_dp, &g_E.comm, dp, dp_rank);
     comm_null_group(&g_world, &g_E.comm, dp, dp_rank);
-    model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 0, .checkpoint = 0, .abytes = 4};
+    model_opts o = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 0, .checkpoint = 0};
     if (model_init(M, &g_E, &c, &m, &g_tp, &g_dp, &o, err, sizeof err)) { printf("model_init: %s\n", err); exit(1); }
 }
 
@@ -270,7 +270,7 @@ static void test_nonfinite(void) {
 
 int main(void) {
     cpu_blas_init();
-    engine_init(&g_E, &ops_cpu, 0);
+    engine_init(&g_E, &device_cpu, DTYPE_F32, NULL, 0);
     test_lr();
     test_steps(1, 0, 0.5, 1.0, "dp1_clipped");
     test_steps(1, 0, 100.0, 1e-2, "dp1_unclipped");

@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     cpu_blas_init();
     engine_t E;
-    engine_init(&E, &ops_cpu, 0);
+    engine_init(&E, &device_cpu, DTYPE_F32, NULL, 0);
     comm_group g;
     comm_mpi_world(&E.comm, &g);
     int tp = g.size, rank = g.rank;
@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < vl; j++)
             logits[(size_t)r * vl + j] = j < valid ? (float)full_logit(r, v0 + j) : 50.0f + j; /* pad: large, must be masked */
     tp_ctx t;
-    tp_init(&t, &E, &g, 0, 1, ROWS, 4);
+    tp_init(&t, &E, &g, 0, 1, ROWS);
     const double scale = 1.0 / ROWS;
     if (shape_ok) tp_cross_entropy(&t, &s, logits, logits, tg, ROWS, (float)scale, stats, loss);
     /* reference over the full vocabulary */

@@ -23,11 +23,11 @@ const char *const comm_kind_names[COMM_NKIND] = {"all_reduce", "all_gather", "re
 /* How a group moves data. n counts elements of t bytes; the implementation counts what it moved. */
 struct comm_impl {
     const char *name;
-    void (*all_reduce)(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max);
-    void (*all_gather)(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t);
+    void (*all_reduce)(comm_group *g, void *buf, size_t n, dtype_t t, int is_max);
+    void (*all_gather)(comm_group *g, void *recv, const void *send, size_t n, dtype_t t);
     /* sets r->active when there is something to wait for (else it completed at once) */
-    void (*all_gather_start)(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t);
-    void (*reduce_scatter)(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t);
+    void (*all_gather_start)(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t);
+    void (*reduce_scatter)(comm_group *g, void *recv, void *buf, size_t n, dtype_t t);
     void (*broadcast)(comm_group *g, float *buf, size_t n, int root);
     void (*wait)(comm_req *r);
 };
@@ -174,8 +174,8 @@ static MPI_Op bf16_sum_op(void) {
     if (op == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(bf16_sum_fn, 1, &op));
     return op;
 }
-static MPI_Datatype mpi_type(comm_dtype t) { return t == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
-static MPI_Op mpi_op(comm_dtype t, int is_max) { return is_max ? MPI_MAX : t == COMM_BF16 ? bf16_sum_op() : MPI_SUM; }
+static MPI_Datatype mpi_type(dtype_t t) { return t == DTYPE_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+static MPI_Op mpi_op(dtype_t t, int is_max) { return is_max ? MPI_MAX : t == DTYPE_BF16 ? bf16_sum_op() : MPI_SUM; }
 #define COMM(g) (*(MPI_Comm *)(g)->mpi)
 #define AT(p, i, esz) ((void *)((char *)(p) + (size_t)(i) * (esz)))
 
@@ -192,16 +192,16 @@ static int rs_native(const comm_group *g, size_t all_bytes) {
 }
 
 /* ------------------------------------------------------------------ null: nothing moves */
-static void null_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+static void null_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
     (void)g; (void)buf; (void)n; (void)t; (void)is_max;
 }
-static void null_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+static void null_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
     (void)g; (void)recv; (void)send; (void)n; (void)t;
 }
-static void null_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+static void null_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     (void)g; (void)r; (void)recv; (void)send; (void)n; (void)t;
 }
-static void null_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+static void null_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     (void)g; (void)recv; (void)buf; (void)n; (void)t;
 }
 static void null_broadcast(comm_group *g, float *buf, size_t n, int root) { (void)g; (void)buf; (void)n; (void)root; }
@@ -210,28 +210,28 @@ static const comm_impl impl_null = {"null", null_all_reduce, null_all_gather, nu
                                     null_reduce_scatter, null_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ self: one rank, local copies */
-static void self_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+static void self_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
     dcopy(g, recv, send, n * (size_t)t);
 }
-static void self_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+static void self_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     (void)r;
     dcopy(g, recv, send, n * (size_t)t);
 }
-static void self_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+static void self_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     dcopy(g, recv, buf, n * (size_t)t);
 }
 static const comm_impl impl_self = {"self", null_all_reduce, self_all_gather, self_all_gather_start,
                                     self_reduce_scatter, null_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ MPI on host buffers */
-static void mpi_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+static void mpi_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
     double t0 = comm_now_ms();
     MPI_Request q;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), mpi_op(t, is_max), COMM(g), &q));
     wait_req(g, &q);
     count(g, COMM_ALL_REDUCE, n * (size_t)t, comm_now_ms() - t0);
 }
-static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
     double t0 = comm_now_ms();
     const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
     MPI_Request q;
@@ -239,7 +239,7 @@ static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n
     wait_req(g, &q);
     count(g, COMM_ALL_GATHER, n * g->size * (size_t)t, comm_now_ms() - t0);
 }
-static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     MPI_Request *q = malloc(sizeof *q);
     if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
     const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
@@ -255,7 +255,7 @@ static void mpi_wait(comm_req *r) {
     count(r->g, r->kind, r->bytes, comm_now_ms() - t0);
 }
 /* reduce-scatter of b (host) into r (host) */
-static void mpi_rs_host(comm_group *g, void *r, void *b, size_t n, comm_dtype t) {
+static void mpi_rs_host(comm_group *g, void *r, void *b, size_t n, dtype_t t) {
     size_t esz = (size_t)t, all = n * g->size;
     MPI_Request q;
     if (rs_native(g, all * esz)) {
@@ -267,7 +267,7 @@ static void mpi_rs_host(comm_group *g, void *r, void *b, size_t n, comm_dtype t)
         memcpy(r, AT(b, (size_t)g->rank * n, esz), n * esz);
     }
 }
-static void mpi_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+static void mpi_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     double t0 = comm_now_ms();
     mpi_rs_host(g, recv, buf, n, t);
     count(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, comm_now_ms() - t0);
@@ -283,7 +283,7 @@ static const comm_impl impl_mpi = {"mpi", mpi_all_reduce, mpi_all_gather, mpi_al
 /* ------------------------------------------------------------------ MPI staged through host memory
  * Device buffers without NCCL (ranks sharing a GPU): to_host, MPI, from_host. A started all-gather
  * completes at once (no overlap in this fallback). */
-static void staged_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+static void staged_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
     const ops_t *dev = g->ctx->dev;
     double t0 = comm_now_ms();
     size_t bytes = n * (size_t)t;
@@ -295,7 +295,7 @@ static void staged_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, 
     dev->from_host(buf, h, bytes);
     count(g, COMM_ALL_REDUCE, bytes, comm_now_ms() - t0);
 }
-static void staged_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+static void staged_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
     const ops_t *dev = g->ctx->dev;
     double t0 = comm_now_ms();
     size_t esz = (size_t)t;
@@ -307,11 +307,11 @@ static void staged_all_gather(comm_group *g, void *recv, const void *send, size_
     dev->from_host(recv, h, n * g->size * esz);
     count(g, COMM_ALL_GATHER, n * g->size * esz, comm_now_ms() - t0);
 }
-static void staged_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+static void staged_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     (void)r;
     staged_all_gather(g, recv, send, n, t);
 }
-static void staged_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+static void staged_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     const ops_t *dev = g->ctx->dev;
     double t0 = comm_now_ms();
     size_t esz = (size_t)t, all = n * g->size;
@@ -336,19 +336,19 @@ static const comm_impl impl_staged = {"mpi-staged", staged_all_reduce, staged_al
 /* ------------------------------------------------------------------ NCCL (comm_nccl.c)
  * Enqueueing is not communicating: calls count 0 ms of host time here, their event times are added
  * when the statistics are read. A started all-gather returns an event the compute stream waits on. */
-static void nccl_all_reduce(comm_group *g, void *buf, size_t n, comm_dtype t, int is_max) {
+static void nccl_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
     comm_nccl_all_reduce(g->nccl, buf, n, is_max, (int)t);
     count(g, COMM_ALL_REDUCE, n * (size_t)t, 0.0);
 }
-static void nccl_all_gather(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+static void nccl_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
     comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL);
     count(g, COMM_ALL_GATHER, n * g->size * (size_t)t, 0.0);
 }
-static void nccl_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+static void nccl_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, &r->event);
     r->active = 1;
 }
-static void nccl_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+static void nccl_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     comm_nccl_reduce_scatter(g->nccl, recv, buf, n, (int)t);
     count(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, 0.0);
 }
@@ -368,16 +368,16 @@ static void trace(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph)
     if (g->ctx && g->ctx->trace) g->ctx->trace->collective(g->ctx->trace->ctx, g, k, bytes, ph);
 }
 
-void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t) {
+void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, dtype_t t) {
     if (n == 0) return;
     trace(g, COMM_ALL_REDUCE, n * (size_t)t, COMM_BLOCKING);
     g->impl->all_reduce(g, buf, n, t, 0);
 }
-void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { comm_all_reduce_sum_t(g, buf, n, COMM_F32); }
+void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { comm_all_reduce_sum_t(g, buf, n, DTYPE_F32); }
 void comm_all_reduce_max(comm_group *g, float *buf, size_t n) {
     if (n == 0) return;
     trace(g, COMM_ALL_REDUCE, n * sizeof(float), COMM_BLOCKING);
-    g->impl->all_reduce(g, buf, n, COMM_F32, 1);
+    g->impl->all_reduce(g, buf, n, DTYPE_F32, 1);
 }
 
 /* host doubles (loss sums, norms): always MPI on host memory, whatever carries the device data */
@@ -390,11 +390,11 @@ void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) {
     count(g, COMM_ALL_REDUCE, n * sizeof(double), comm_now_ms() - t0);
 }
 
-void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
+void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
     trace(g, COMM_ALL_GATHER, n * g->size * (size_t)t, COMM_BLOCKING);
     g->impl->all_gather(g, recv, send, n, t);
 }
-void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) { comm_all_gather_t(g, recv, send, n, COMM_F32); }
+void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n) { comm_all_gather_t(g, recv, send, n, DTYPE_F32); }
 
 void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n) {
     if (!g->mpi) return;
@@ -403,11 +403,11 @@ void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t 
     MPI_CHECK(MPI_Allgather(s, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, COMM(g)));
 }
 
-void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
+void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     trace(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, COMM_BLOCKING);
     g->impl->reduce_scatter(g, recv, buf, n, t);
 }
-void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) { comm_reduce_scatter_t(g, recv, buf, n, COMM_F32); }
+void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) { comm_reduce_scatter_t(g, recv, buf, n, DTYPE_F32); }
 
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
     trace(g, COMM_BROADCAST, n * sizeof(float), COMM_BLOCKING);
@@ -416,7 +416,7 @@ void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
 
 /* Non-blocking all-gather for FSDP prefetch: NCCL returns an event the compute stream waits on;
  * MPI on host buffers uses MPI_Iallgather; the others complete at once. */
-void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
+void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     memset(r, 0, sizeof *r);
     r->g = g; r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * (size_t)t;
     r->t0 = comm_now_ms();
@@ -425,7 +425,7 @@ void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void 
     g->impl->all_gather_start(g, r, recv, send, n, t);
 }
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
-    comm_all_gather_start_t(g, r, recv, send, n, COMM_F32);
+    comm_all_gather_start_t(g, r, recv, send, n, DTYPE_F32);
 }
 
 void comm_wait(comm_req *r) {

@@ -11,12 +11,13 @@
 #define MESHSWEEP_COMM_H
 #include <stddef.h>
 #include <stdint.h>
+#include "kernels/kernels.h"
 
 typedef enum { COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_NKIND } comm_kind;
 extern const char *const comm_kind_names[COMM_NKIND];
 
-/* element type of device data in a collective: fp32, or bf16 (2-byte compute copies, CUDA bf16) */
-typedef enum { COMM_F32 = 4, COMM_BF16 = 2 } comm_dtype;
+/* element type of device data in a collective (dtype_t, kernels/kernels.h): fp32, or bf16 (2-byte
+ * compute copies, CUDA bf16); n counts elements of that type */
 
 typedef struct comm_stats { uint64_t calls[COMM_NKIND], bytes[COMM_NKIND]; double ms[COMM_NKIND]; } comm_stats;
 
@@ -37,9 +38,8 @@ typedef struct comm_trace {
 } comm_trace;
 
 /* What the groups of one engine share (core/engine/engine.h holds it). */
-struct ops;
 typedef struct comm_ctx {
-    const struct ops *dev;    /* device buffers: copies and host staging through this table; NULL: host memory */
+    const ops_t *dev;    /* device buffers: copies and host staging through this table; NULL: host memory */
     comm_stats stats;         /* every call of these groups (NCCL times are added when read) */
     comm_rs_algo rs;
     int poll;                 /* waits sleep-poll (oversubscribed node); -1 until the first MPI group decides */
@@ -68,7 +68,7 @@ typedef struct comm_req {
 } comm_req;
 
 /* dev: the op table of the buffers the groups will move (NULL: host memory) */
-void comm_ctx_init(comm_ctx *c, const struct ops *dev);
+void comm_ctx_init(comm_ctx *c, const ops_t *dev);
 /* the host staging buffers */
 void comm_ctx_free(comm_ctx *c);
 /* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
@@ -99,15 +99,15 @@ void comm_all_gather(comm_group *g, float *recv, const float *send, size_t n);
  * buf is clobbered. */
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n);
 /* the same with an element type (n counts elements; bf16 sums accumulate each pair in fp32) */
-void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t);
-void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t);
-void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t);
+void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, dtype_t t);
+void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, dtype_t t);
+void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, dtype_t t);
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root);
 /* all-gather of HOST buffers over MPI whatever the implementation (checkpoint I/O); not counted */
 void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t n);
 /* non-blocking all-gather (FSDP prefetch); comm_wait completes it (and counts its time) */
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n);
-void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t);
+void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t);
 void comm_wait(comm_req *r);
 
 const comm_stats *comm_get_stats(comm_ctx *c);

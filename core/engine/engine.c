@@ -1,17 +1,33 @@
-/* core/engine/engine.c — making and releasing the engine value (see engine.h). */
+/* core/engine/engine.c — making and releasing the engine value (see engine.h). The one place that
+ * knows which backends this build has. */
 #include "core/engine/engine.h"
+#include <stdio.h>
 #include <string.h>
 
-void engine_init(engine_t *E, const ops_t *ops, uint64_t budget) {
-    memset(E, 0, sizeof *E);
-    E->ops = ops;
-    mem_arena_init(&E->mem, ops, 0, budget);
-    comm_ctx_init(&E->comm, ops != &ops_cpu ? ops : NULL);
+const device_t *engine_device(const char *backend) {
+    if (!strcmp(backend, device_cpu.name)) return &device_cpu;
+#ifdef MESHSWEEP_CUDA
+    if (!strcmp(backend, device_cuda.name)) return &device_cuda;
+#endif
+    return NULL;
 }
 
-void engine_init_plan(engine_t *E, uint64_t budget) {
+int engine_init(engine_t *E, const device_t *dev, dtype_t dtype, char *err, size_t errlen) {
     memset(E, 0, sizeof *E);
-    E->ops = &ops_null;
+    const ops_t *ops = device_ops(dev, dtype);
+    if (!ops || ops->cbytes != dtype_bytes(dtype)) {
+        snprintf(err, errlen, "--dtype %s is not available on --backend %s in this build", dtype_name(dtype), dev->name);
+        return -1;
+    }
+    E->dev = dev; E->ops = ops; E->dtype = dtype;
+    mem_arena_init(&E->mem, ops, 0, 0);
+    comm_ctx_init(&E->comm, dev->host_memory ? NULL : ops);
+    return 0;
+}
+
+void engine_init_plan(engine_t *E, dtype_t dtype, uint64_t budget) {
+    memset(E, 0, sizeof *E);
+    E->dev = &device_null; E->ops = &ops_null; E->dtype = dtype;
     E->plan = 1;
     mem_arena_init(&E->mem, NULL, 1, budget);
     comm_ctx_init(&E->comm, NULL);

@@ -1,27 +1,37 @@
 /* core/engine/engine.h — the engine as a value (design 13): what the model, its FSDP units, its TP
  * collectives and the planner compute with, carried together in one struct that model_init takes and
- * fsdp_t and tp_ctx point to. A run has one live engine; the planner makes its own, so a plan and a
- * live engine coexist in one process (the budget gate plans while the run's engine exists).
+ * fsdp_t and tp_ctx point to: the device, the compute op table, the compute precision, the allocator
+ * arena and what the engine's communication groups share. A run has one live engine; the planner
+ * makes its own for each replay, so a plan and a live engine coexist in one process (the budget gate
+ * plans while the run's engine exists; tests/t_plan_live.sh plans beside a stepped engine).
  * What it is not: the run (core/run/run.c), or a place for figures of a step (those are the arena's
- * and the collectives' statistics). */
+ * and the communication context's statistics). */
 #ifndef MESHSWEEP_ENGINE_H
 #define MESHSWEEP_ENGINE_H
 #include "core/engine/comm.h"
 #include "core/engine/mem.h"
+#include "kernels/device.h"
 #include "kernels/kernels.h"
 
 typedef struct engine {
-    const ops_t *ops;     /* the compute op table */
+    const device_t *dev;  /* the device: selection, memory figures, name, peak, pool (kernels/device.h) */
+    const ops_t *ops;     /* the compute op table: the device's table of dtype */
+    dtype_t dtype;        /* compute precision of activations, workspace and gathered copies: the one copy */
     mem_arena mem;        /* every engine buffer comes from here */
     comm_ctx comm;        /* what its communication groups share: staging, statistics, trace */
-    int plan;             /* a planner: ops_null and a plan arena; nothing is computed or allocated */
+    int plan;             /* a planner: device_null, ops_null, a plan arena, null groups; nothing is computed */
 } engine_t;
 
-/* A live engine computing with ops; its arena allocates through ops (budget 0: none; mem_set_budget
- * sets it before the first allocation), its groups move buffers of ops. */
-void engine_init(engine_t *E, const ops_t *ops, uint64_t budget);
-/* A planner: ops_null, a plan arena with the given budget, null groups. */
-void engine_init_plan(engine_t *E, uint64_t budget);
+/* The device of --backend NAME in this build (cpu; cuda in CUDA builds), or NULL. */
+const device_t *engine_device(const char *backend);
+/* A live engine on dev computing in dtype; its arena allocates through the device's table (budget:
+ * mem_set_budget before the first allocation), its groups move the table's buffers. -1 with a reason
+ * when the device has no table of that precision in this build. */
+int engine_init(engine_t *E, const device_t *dev, dtype_t dtype, char *err, size_t errlen);
+/* A planner for an engine computing in dtype: a plan arena with the given budget. */
+void engine_init_plan(engine_t *E, dtype_t dtype, uint64_t budget);
 /* Release every buffer of the engine (its arena) and its groups' staging; init it again to reuse it. */
 void engine_release(engine_t *E);
+/* bytes of one element of compute precision */
+static inline size_t engine_cbytes(const engine_t *E) { return dtype_bytes(E->dtype); }
 #endif

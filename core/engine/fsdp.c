@@ -16,10 +16,9 @@ void fsdp_add_seg(fsdp_unit *u, const fsdp_seg *s) {
 
 /* dp = 1 in fp32: the gathered view is the parameter buffer itself; otherwise a gathered copy
  * (all-gathered over dp, or, for dp = 1 in bf16, the bf16 compute copy) is allocated per use */
-static int aliased(const fsdp_t *f) { return f->dp->size == 1 && f->gather_bytes == 4; }
+static int aliased(const fsdp_t *f) { return f->dp->size == 1 && f->E->dtype == DTYPE_F32; }
 
 void fsdp_alloc_state(fsdp_t *f) {
-    if (!f->gather_bytes) f->gather_bytes = 4;
     int dp = f->dp->size;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
@@ -75,15 +74,16 @@ void fsdp_gather_start(fsdp_t *f, int i) {
     if (i < 0 || i >= f->n) return;
     fsdp_unit *u = &f->u[i];
     if (u->state != 0) return;
-    u->full = mem_alloc(&f->E->mem, MEM_GATHERED, (size_t)u->padded * f->gather_bytes);
+    dtype_t t = f->E->dtype;
+    size_t esz = dtype_bytes(t);
+    u->full = mem_alloc(&f->E->mem, MEM_GATHERED, (size_t)u->padded * esz);
     const void *send = u->p;
-    comm_dtype t = COMM_F32;
-    if (f->gather_bytes != 4) {
+    if (t != DTYPE_F32) {
         /* compute copies in bf16: convert the owned fp32 slice into its place in the gathered buffer,
          * then all-gather in place (half the bytes of an fp32 gather) */
-        void *mine = (char *)u->full + (size_t)f->dp->rank * u->shard * f->gather_bytes;
+        void *mine = (char *)u->full + (size_t)f->dp->rank * u->shard * esz;
         f->E->ops->to_compute(mine, u->p, (size_t)u->shard);
-        send = mine; t = COMM_BF16;
+        send = mine;
     }
     if (f->prefetch) comm_all_gather_start_t(f->dp, &u->req, u->full, send, (size_t)u->shard, t);
     else comm_all_gather_t(f->dp, u->full, send, (size_t)u->shard, t);

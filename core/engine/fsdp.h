@@ -34,7 +34,7 @@ typedef struct fsdp_unit {
     fsdp_seg seg[FSDP_MAX_SEGS];
     int64_t numel, padded, shard;
     float *p, *g, *m, *v;   /* owned slice: master params, grads, AdamW moments [shard] */
-    float *full;            /* gathered params [padded] while gathered (== p when dp == 1) */
+    floatX *full;           /* gathered params [padded] in compute precision while gathered (== p when dp == 1 in fp32) */
     float *full_g;          /* unsharded gradient [padded] during backward (== g when dp == 1) */
     comm_req req;
     int state;              /* 0 released, 1 gathering, 2 gathered */
@@ -44,9 +44,8 @@ typedef struct fsdp {
     int n;
     fsdp_unit *u;
     comm_group *dp;
-    engine_t *E;            /* the op table and the arena every buffer comes from */
+    engine_t *E;            /* the op table, the compute precision of the gathered copies, the arena */
     int prefetch;
-    int gather_bytes;       /* bytes per element of gathered compute copies: 4 (fp32) or 2 (bf16, planning) */
 } fsdp_t;
 
 /* append a copy of *s to a unit; its offset in the unit's buffer is computed here. Build s with

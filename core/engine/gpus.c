@@ -13,9 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#ifdef MESHSWEEP_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 
 #define MiB (1024ull * 1024ull)
 #define GIB_CENTI(x) ((uint64_t)(x) * 1024ull * 1024ull * 1024ull / 100ull) /* x hundredths of a GiB */
@@ -160,13 +157,16 @@ int gpus_resolve_budget(const char *mem_budget, const char *mem_reserve, const c
     return 0;
 }
 
-int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
+int gpus_measure_device(const engine_t *E, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
                         size_t errlen) {
     memset(m, 0, sizeof *m);
-#ifdef MESHSWEEP_CUDA
-    gpus_warm_runtime(ops);
+    if (E->dev->host_memory) {
+        snprintf(err, errlen, "--mem-budget auto: the %s backend has no device memory to measure", E->dev->name);
+        return -1;
+    }
+    gpus_warm_runtime(E->ops);
     size_t f = 0, t = 0;
-    cuda_mem_info(&f, &t);
+    E->dev->mem_info(&f, &t);
     gpus_device_mem d;
     if (gpus_auto_budget(t, f, b->reserve, &d, err, errlen)) {
         if (!b->is_auto) { *m = d; return 0; } /* a fixed budget: only the figures are wanted */
@@ -177,9 +177,4 @@ int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpu
     *m = d;
     if (b->is_auto) b->budget = d.budget;
     return 0;
-#else
-    (void)ops; (void)ranks_per_gpu; (void)b;
-    snprintf(err, errlen, "--mem-budget auto: no CUDA in this build");
-    return -1;
-#endif
 }

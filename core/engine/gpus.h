@@ -11,6 +11,7 @@
 #define MESHSWEEP_GPUS_H
 #include <stddef.h>
 #include <stdint.h>
+#include "core/engine/engine.h"
 #include "kernels/kernels.h"
 
 #define GPUS_DEFAULT_RESERVE_BYTES (1ull << 30)
@@ -60,11 +61,11 @@ typedef struct gpus_budget {
 } gpus_budget;
 int gpus_resolve_budget(const char *mem_budget, const char *mem_reserve, const char *gpu, int plan, int cuda,
                         gpus_budget *out, char *err, size_t errlen);
-/* On the device, once context, cuBLAS and NCCL exist: warms the compute libraries (gpus_warm_runtime),
- * reads free/total and, when b->is_auto, sets b->budget = (free − reserve) / ranks_per_gpu (ranks that
- * share one GPU share its free memory). Fills *m either way (runtime overhead = total − free).
- * -1 with a reason when the device cannot be read or nothing is left. CUDA builds only do the reading;
- * elsewhere it reports "no CUDA in this build". */
-int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
+/* On the engine's device, once context, cuBLAS and NCCL exist: warms the compute libraries
+ * (gpus_warm_runtime), reads free/total and, when b->is_auto, sets b->budget = (free − reserve) /
+ * ranks_per_gpu (ranks that share one GPU share its free memory). Fills *m either way (runtime
+ * overhead = total − free). -1 with a reason when the device cannot be read or nothing is left, and
+ * on a device of host memory (nothing to measure). */
+int gpus_measure_device(const engine_t *E, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
                         size_t errlen);
 #endif

@@ -42,10 +42,10 @@ static int head_unit(const model_t *M) { return M->L + split_root(M); }
 static int norm_seg(const model_t *M) { return R_NORM - split_root(M); }
 static int lm_seg(const model_t *M) { return R_HEAD - split_root(M); }
 
-#define ACT(n) mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)(n) * M->o.abytes)
+#define ACT(n) mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)(n) * engine_cbytes(M->E))
 #define ACT32(n) mem_alloc(&M->E->mem, MEM_ACTIVATIONS, (size_t)(n) * sizeof(float))
-#define WS(n) mem_alloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
-#define WSZ(n) mem_calloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * M->o.abytes)
+#define WS(n) mem_alloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * engine_cbytes(M->E))
+#define WSZ(n) mem_calloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * engine_cbytes(M->E))
 #define WS32(n) mem_alloc(&M->E->mem, MEM_WORKSPACE, (size_t)(n) * sizeof(float))
 #define FREE(p) mem_free(&M->E->mem, (p))
 
@@ -114,7 +114,7 @@ int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *m
         return -1;
     }
     M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
-    tp_init(&M->tp, E, tpg, sp, o->B, o->T, o->abytes);
+    tp_init(&M->tp, E, tpg, sp, o->B, o->T);
     M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
     M->units = calloc((size_t)M->L + 2, sizeof *M->units);
     M->acts = calloc((size_t)M->L, sizeof *M->acts);
@@ -122,8 +122,7 @@ int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *m
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
     add_root_units(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = o->prefetch,
-                      .gather_bytes = o->abytes};
+    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = o->prefetch};
     fsdp_alloc_state(&M->fsdp);
     /* RoPE table, once per run: frequencies with rope_scaling (core/formats/config), cos/sin in double. A
      * planner computes nothing: only its bytes count. */
@@ -163,18 +162,18 @@ void model_init_params(model_t *M, uint64_t seed) {
 }
 
 /* ---------------------------------------------------------------- helpers */
-/* compute-precision pointer arithmetic: activations and gathered copies hold abytes-sized elements */
-static float *CP(const model_t *M, float *p, size_t i) { return (float *)((char *)p + i * (size_t)M->o.abytes); }
-static float *W(model_t *M, int unit, int seg) {
-    return (float *)((char *)M->units[unit].full + (size_t)M->units[unit].seg[seg].off * M->fsdp.gather_bytes);
+/* compute-precision pointer arithmetic: activations and gathered copies hold elements of the engine's dtype */
+static floatX *CP(const model_t *M, floatX *p, size_t i) { return (floatX *)((char *)p + i * engine_cbytes(M->E)); }
+static floatX *W(model_t *M, int unit, int seg) {
+    return CP(M, M->units[unit].full, (size_t)M->units[unit].seg[seg].off);
 }
 static float *G(model_t *M, int unit, int seg) { return M->units[unit].full_g + M->units[unit].seg[seg].off; }
 
 /* rmsnorm of the local rows x[Ns,d], then (SP) gathered to out[Nt,d] */
-static void norm_enter(model_t *M, float *out, float *rstd, const float *x, const float *w) {
+static void norm_enter(model_t *M, floatX *out, float *rstd, const floatX *x, const floatX *w) {
     const ops_t *o = M->E->ops;
     if (M->tp.sp) {
-        float *n = WS((size_t)M->Ns * M->d);
+        floatX *n = WS((size_t)M->Ns * M->d);
         o->rmsnorm_forward(n, rstd, x, w, M->Ns, M->d, (float)M->cfg.rms_norm_eps);
         tp_enter(&M->tp, out, n, M->d);
         FREE(n);
@@ -185,7 +184,7 @@ static void norm_enter(model_t *M, float *out, float *rstd, const float *x, cons
 
 /* sp_local: the column-parallel blocks' gathered inputs are workspace, not saved */
 static int sp_local(const model_t *M) { return M->tp.sp && M->o.sp_local; }
-static float *NORM_OUT(model_t *M) {
+static floatX *NORM_OUT(model_t *M) {
     size_t n = (size_t)M->Nt * M->d;
     return sp_local(M) ? WS(n) : ACT(n);
 }
@@ -196,11 +195,11 @@ static float *NORM_OUT(model_t *M) {
  * rewrites rstd with the same values), its all-gather is started before the input-gradient GEMMs,
  * which do not read h, and waited for before the weight-gradient GEMMs, so it overlaps them where
  * the backend has streams. */
-static void column_backward(model_t *M, int i, float *din, int nb, const int *slot, float *const *dout,
-                            const int *cout, float *h, const float *x, int norm_slot, float *rstd) {
+static void column_backward(model_t *M, int i, floatX *din, int nb, const int *slot, floatX *const *dout,
+                            const int *cout, floatX *h, const floatX *x, int norm_slot, float *rstd) {
     const ops_t *o = M->E->ops;
     int d = M->d, Nt = M->Nt;
-    float *n = NULL;
+    floatX *n = NULL;
     tp_req q;
     if (sp_local(M)) {
         h = WS((size_t)Nt * d);
@@ -215,9 +214,9 @@ static void column_backward(model_t *M, int i, float *din, int nb, const int *sl
 }
 
 /* dx[Ns,d] += rmsnorm backward of the full-row gradient dfull[Nt,d] (reduced over TP first) */
-static void norm_enter_backward(model_t *M, float *dx, float *dw, float *dfull, const float *x, const float *w,
+static void norm_enter_backward(model_t *M, floatX *dx, float *dw, floatX *dfull, const floatX *x, const floatX *w,
                                 const float *rstd) {
-    float *dn = dfull;
+    floatX *dn = dfull;
     if (M->tp.sp) dn = WS((size_t)M->Ns * M->d);
     tp_enter_backward(&M->tp, dn, dfull, M->d);
     M->E->ops->rmsnorm_backward(dx, dw, dn, x, w, rstd, M->Ns, M->d);
@@ -225,7 +224,7 @@ static void norm_enter_backward(model_t *M, float *dx, float *dw, float *dfull, 
 }
 
 /* ---------------------------------------------------------------- layer */
-static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
+static void layer_forward(model_t *M, int i, layer_acts *a, floatX *x_out) {
     const ops_t *o = M->E->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
@@ -246,7 +245,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_forward(a->ao, a->lse, ws, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws);
-    float *part = WS((size_t)Nt * d);
+    floatX *part = WS((size_t)Nt * d);
     o->matmul_forward(part, a->ao, W(M, i, S_O), Nt, Hl * hd, d, 0);
     a->xmid = ACT((size_t)Ns * d);
     tp_exit(&M->tp, a->xmid, part, d);
@@ -260,7 +259,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, float *x_out) {
     o->matmul_forward(a->gate, a->h2, W(M, i, S_GATE), Nt, d, fl, 0);
     o->matmul_forward(a->up, a->h2, W(M, i, S_UP), Nt, d, fl, 0);
     if (sp_local(M)) { FREE(a->h2); a->h2 = NULL; }
-    float *act = WS((size_t)Nt * fl);
+    floatX *act = WS((size_t)Nt * fl);
     o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
     part = WS((size_t)Nt * d);
     o->matmul_forward(part, act, W(M, i, S_DOWN), Nt, fl, d, 0);
@@ -278,53 +277,53 @@ static void layer_free_saved(model_t *M, layer_acts *a) {
 }
 
 /* dx_out: gradient of the layer output [Ns,d]; returns the gradient of its input [Ns,d] (workspace) */
-static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
+static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) {
     const ops_t *o = M->E->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
     if (M->o.checkpoint) {
-        float *scratch = WS((size_t)Ns * d);
+        floatX *scratch = WS((size_t)Ns * d);
         layer_forward(M, i, a, scratch);
         FREE(scratch);
     }
     /* MLP */
-    float *df = M->tp.sp ? WS((size_t)Nt * d) : dx_out;
+    floatX *df = M->tp.sp ? WS((size_t)Nt * d) : dx_out;
     tp_exit_backward(&M->tp, df, dx_out, d);
-    float *act = WS((size_t)Nt * fl);
+    floatX *act = WS((size_t)Nt * fl);
     o->swiglu_forward(act, a->gate, a->up, (size_t)Nt * fl);
-    float *dact = WSZ((size_t)Nt * fl);
+    floatX *dact = WSZ((size_t)Nt * fl);
     o->matmul_backward(dact, G(M, i, S_DOWN), df, act, W(M, i, S_DOWN), Nt, fl, d);
     FREE(act);
     if (df != dx_out) FREE(df);
-    float *dgate = WSZ((size_t)Nt * fl), *dup = WSZ((size_t)Nt * fl);
+    floatX *dgate = WSZ((size_t)Nt * fl), *dup = WSZ((size_t)Nt * fl);
     o->swiglu_backward(dgate, dup, dact, a->gate, a->up, (size_t)Nt * fl);
     FREE(dact);
-    float *dh2 = WSZ((size_t)Nt * d);
-    column_backward(M, i, dh2, 2, (const int[]){S_GATE, S_UP}, (float *const[]){dgate, dup}, (const int[]){fl, fl},
+    floatX *dh2 = WSZ((size_t)Nt * d);
+    column_backward(M, i, dh2, 2, (const int[]){S_GATE, S_UP}, (floatX *const[]){dgate, dup}, (const int[]){fl, fl},
                     a->h2, a->xmid, S_POST, a->rstd2);
     FREE(dup); FREE(dgate);
-    float *dxmid = WS((size_t)Ns * d);
-    o->copy(dxmid, dx_out, (size_t)Ns * d * M->o.abytes);
+    floatX *dxmid = WS((size_t)Ns * d);
+    o->copy(dxmid, dx_out, (size_t)Ns * d * engine_cbytes(M->E));
     norm_enter_backward(M, dxmid, G(M, i, S_POST), dh2, a->xmid, W(M, i, S_POST), a->rstd2);
     FREE(dh2);
     /* attention */
     df = M->tp.sp ? WS((size_t)Nt * d) : dxmid;
     tp_exit_backward(&M->tp, df, dxmid, d);
-    float *dao = WSZ((size_t)Nt * Hl * hd);
+    floatX *dao = WSZ((size_t)Nt * Hl * hd);
     o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
     if (df != dxmid) FREE(df);
-    float *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
+    floatX *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
     float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws); FREE(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
     o->rope_backward(dk, dk, M->rope, B, T, KVl, hd);
-    float *dh1 = WSZ((size_t)Nt * d);
-    column_backward(M, i, dh1, 3, (const int[]){S_Q, S_K, S_V}, (float *const[]){dq, dk, dv},
+    floatX *dh1 = WSZ((size_t)Nt * d);
+    column_backward(M, i, dh1, 3, (const int[]){S_Q, S_K, S_V}, (floatX *const[]){dq, dk, dv},
                     (const int[]){Hl * hd, KVl * hd, KVl * hd}, a->h1, a->x, S_IN, a->rstd1);
     FREE(dv); FREE(dk); FREE(dq);
-    float *dx = WS((size_t)Ns * d);
-    o->copy(dx, dxmid, (size_t)Ns * d * M->o.abytes);
+    floatX *dx = WS((size_t)Ns * d);
+    o->copy(dx, dxmid, (size_t)Ns * d * engine_cbytes(M->E));
     norm_enter_backward(M, dx, G(M, i, S_IN), dh1, a->x, W(M, i, S_IN), a->rstd1);
     FREE(dh1); FREE(dxmid);
     tp_norm_grad_sync(&M->tp, G(M, i, S_IN), d);
@@ -333,21 +332,21 @@ static float *layer_backward(model_t *M, int i, layer_acts *a, float *dx_out) {
 }
 
 /* ---------------------------------------------------------------- whole model */
-static void embed_forward(model_t *M, float *x0) {
+static void embed_forward(model_t *M, floatX *x0) {
     int root = emb_unit(M), d = M->d;
     if (M->mesh.tp == 1) {
         M->E->ops->embedding_forward(x0, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
         return;
     }
-    float *full = WS((size_t)M->Nt * d);
+    floatX *full = WS((size_t)M->Nt * d);
     M->E->ops->embedding_forward(full, M->tok, W(M, root, R_EMB), M->Nt, d, M->sh.v_start, M->sh.Vl);
     tp_exit(&M->tp, x0, full, d);
     FREE(full);
 }
 
-static void embed_backward(model_t *M, float *dx0) {
+static void embed_backward(model_t *M, floatX *dx0) {
     int root = emb_unit(M), d = M->d;
-    float *df = M->tp.sp ? WS((size_t)M->Nt * d) : dx0;
+    floatX *df = M->tp.sp ? WS((size_t)M->Nt * d) : dx0;
     tp_exit_backward(&M->tp, df, dx0, d);
     M->E->ops->embedding_backward(G(M, root, R_EMB), df, M->tok, M->Nt, d, M->sh.v_start, M->sh.Vl);
     if (df != dx0) FREE(df);
@@ -361,7 +360,7 @@ static void embed_backward(model_t *M, float *dx0) {
 #define HEAD_CHUNK_MIN_ROWS 2048
 #define HEAD_CHUNK_BYTES ((int64_t)512 << 20)
 static int head_logit_bytes(const model_t *M, int train) {
-    return 4 + (train && M->o.abytes != 4 ? (int)M->o.abytes : 0);
+    return 4 + (train && M->E->dtype != DTYPE_F32 ? (int)engine_cbytes(M->E) : 0);
 }
 static int head_chunk_rows(const model_t *M, int train) {
     int64_t rows = HEAD_CHUNK_BYTES / ((int64_t)(M->sh.Vl > 0 ? M->sh.Vl : 1) * head_logit_bytes(M, train));
@@ -372,16 +371,16 @@ static int head_chunk_rows(const model_t *M, int train) {
 /* lm_head + vocab-parallel loss over hf[Nt,d]; with dhf != NULL also the lm_head backward. The CE reads
  * fp32 logits (matmul_forward_f32out) and keeps its statistics and the per-token losses on the device;
  * the one host copy (and wait) is the losses of all Nt tokens, after the last chunk. */
-static double head_loss(model_t *M, float *dhf, float scale) {
+static double head_loss(model_t *M, floatX *dhf, float scale) {
     const ops_t *o = M->E->ops;
     int root = head_unit(M), d = M->d, Vl = M->sh.Vl, chunk = head_chunk_rows(M, dhf != NULL);
     float *logits = WS32((size_t)chunk * Vl);
-    float *dlogits = !dhf ? NULL : M->o.abytes == 4 ? logits : WS((size_t)chunk * Vl);
+    floatX *dlogits = !dhf ? NULL : M->E->dtype == DTYPE_F32 ? logits : WS((size_t)chunk * Vl);
     float *stats = WS32(3 * (size_t)chunk);
     float *loss = WS32((size_t)M->Nt);
     for (int r0 = 0; r0 < M->Nt; r0 += chunk) {
         int rows = M->Nt - r0 < chunk ? M->Nt - r0 : chunk;
-        const float *h = CP(M, M->hf, (size_t)r0 * d);
+        const floatX *h = CP(M, M->hf, (size_t)r0 * d);
         o->matmul_forward_f32out(logits, h, W(M, root, head_seg(M)), rows, d, Vl);
         tp_cross_entropy(&M->tp, &M->sh, logits, dlogits, M->tgt + r0, rows, scale, stats, loss + r0);
         if (dhf) o->matmul_backward(CP(M, dhf, (size_t)r0 * d), G(M, root, head_seg(M)), dlogits, h, W(M, root, head_seg(M)),
@@ -409,7 +408,7 @@ static void forward_layers(model_t *M, int train) {
     int Ns = M->Ns, d = M->d, head = head_unit(M);
     fsdp_gather_wait(F, emb_unit(M));
     if (F->prefetch) fsdp_gather_start(F, M->L > 0 ? 0 : head);
-    float *x = ACT((size_t)Ns * d);
+    floatX *x = ACT((size_t)Ns * d);
     embed_forward(M, x);
     if (split_root(M)) fsdp_release(F, emb_unit(M));
     for (int i = 0; i < M->L; i++) {
@@ -438,10 +437,10 @@ double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *
     /* backward starts with the loss: prefetch the last layer while the head runs */
     if (F->prefetch && M->L > 0) fsdp_gather_start(F, M->L - 1);
     fsdp_grad_begin(F, head);
-    float *dhf = WSZ((size_t)Nt * d);
+    floatX *dhf = WSZ((size_t)Nt * d);
     double loss = head_loss(M, dhf, loss_scale);
     FREE(M->hf); M->hf = NULL;
-    float *dx = WSZ((size_t)Ns * d);
+    floatX *dx = WSZ((size_t)Ns * d);
     norm_enter_backward(M, dx, G(M, head, norm_seg(M)), dhf, M->xL, W(M, head, norm_seg(M)), M->rstdf);
     tp_norm_grad_sync(&M->tp, G(M, head, norm_seg(M)), d);
     FREE(dhf);
@@ -452,7 +451,7 @@ double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *
         if (F->prefetch && i > 0) fsdp_gather_start(F, i - 1);
         fsdp_grad_begin(F, i);
         layer_acts *a = &M->acts[i];
-        float *dxi = layer_backward(M, i, a, dx);
+        floatX *dxi = layer_backward(M, i, a, dx);
         FREE(dx);
         dx = dxi;
         layer_free_saved(M, a);

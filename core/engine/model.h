@@ -18,12 +18,13 @@ typedef struct model_opts {
                                * recomputed from x / xmid and rstd, then all-gathered again, in backward */
     int prefetch;
     int checkpoint;           /* activation checkpointing: keep only each layer's input */
-    int abytes;               /* bytes per activation / compute-copy element: 4 (fp32) or 2 (bf16, plan only) */
     int attention_no_ws;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do) */
 } model_opts;
 
+/* what a layer saves for backward: compute precision (the engine's dtype), and fp32 statistics */
 typedef struct layer_acts {
-    float *x, *rstd1, *h1, *q, *k, *v, *ao, *lse, *xmid, *rstd2, *h2, *gate, *up;
+    floatX *x, *h1, *q, *k, *v, *ao, *xmid, *h2, *gate, *up;
+    float *rstd1, *lse, *rstd2;
 } layer_acts;
 
 typedef struct model {
@@ -33,11 +34,12 @@ typedef struct model {
     tp_ctx tp;
     fsdp_t fsdp;
     fsdp_unit *units;        /* L layers, then the embedding and the head (tied: one root unit; see model.c) */
-    engine_t *E;             /* the op table and the arena of every buffer */
+    engine_t *E;             /* the op table, the compute precision and the arena of every buffer */
     model_opts o;
     int L, d, hd, Nt, Ns;
     layer_acts *acts;
-    float *xL, *rstdf, *hf;
+    floatX *xL, *hf;
+    float *rstdf;
     int32_t *tok, *tgt;
     float *loss_host;        /* [Nt] host */
     float *rope;             /* RoPE cos/sin of positions 0..T-1 [T, hd] fp32 (rope_table_fill), for the run */

@@ -20,16 +20,15 @@ int tp_shape_of(tp_shape *s, const model_config *c, int tp, int tp_rank, char *e
     return 0;
 }
 
-void tp_init(tp_ctx *t, engine_t *E, comm_group *g, int sp, int B, int T, int esz) {
+void tp_init(tp_ctx *t, engine_t *E, comm_group *g, int sp, int B, int T) {
     t->g = g; t->E = E; t->tp = g->size; t->rank = g->rank;
-    t->dt = esz == 2 ? COMM_BF16 : COMM_F32;
     t->sp = sp && g->size > 1;
     t->B = B; t->T = T; t->Tl = t->sp ? T / g->size : T;
 }
 
 /* [tp, B, Tl, C] (rank-major) <-> [B, T, C] */
-static void permute(tp_ctx *t, float *dst, const float *src, int C, int to_bt) {
-    size_t esz = (size_t)t->dt, blk = (size_t)t->Tl * C;
+static void permute(tp_ctx *t, floatX *dst, const floatX *src, int C, int to_bt) {
+    size_t esz = engine_cbytes(t->E), blk = (size_t)t->Tl * C;
     char *d = (char *)dst;
     const char *s = (const char *)src;
     for (int r = 0; r < t->tp; r++)
@@ -41,57 +40,57 @@ static void permute(tp_ctx *t, float *dst, const float *src, int C, int to_bt) {
         }
 }
 
-static void copy_if(tp_ctx *t, float *dst, const float *src, int C) {
-    if (dst != src) t->E->ops->copy(dst, src, (size_t)t->B * t->T * C * (size_t)t->dt);
+static void copy_if(tp_ctx *t, floatX *dst, const floatX *src, int C) {
+    if (dst != src) t->E->ops->copy(dst, src, (size_t)t->B * t->T * C * engine_cbytes(t->E));
 }
 
-static void sp_gather(tp_ctx *t, float *full, const float *local, int C) {
+static void sp_gather(tp_ctx *t, floatX *full, const floatX *local, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
-    if (t->B == 1) { comm_all_gather_t(t->g, full, local, n, t->dt); return; }
-    float *stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * (size_t)t->dt);
-    comm_all_gather_t(t->g, stage, local, n, t->dt);
+    if (t->B == 1) { comm_all_gather_t(t->g, full, local, n, t->E->dtype); return; }
+    void *stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * engine_cbytes(t->E));
+    comm_all_gather_t(t->g, stage, local, n, t->E->dtype);
     permute(t, full, stage, C, 1);
     mem_free(&t->E->mem, stage);
 }
 
-void tp_enter_start(tp_ctx *t, tp_req *q, float *full, const float *local, int C) {
+void tp_enter_start(tp_ctx *t, tp_req *q, floatX *full, const floatX *local, int C) {
     q->stage = NULL; q->full = full; q->C = C;
     memset(&q->r, 0, sizeof q->r);
     if (!t->sp) { copy_if(t, full, local, C); return; }
     size_t n = (size_t)t->B * t->Tl * C;
-    if (t->B > 1) q->stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * (size_t)t->dt);
-    comm_all_gather_start_t(t->g, &q->r, q->stage ? q->stage : (void *)full, local, n, t->dt);
+    if (t->B > 1) q->stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * engine_cbytes(t->E));
+    comm_all_gather_start_t(t->g, &q->r, q->stage ? q->stage : (void *)full, local, n, t->E->dtype);
 }
 void tp_enter_finish(tp_ctx *t, tp_req *q) {
     comm_wait(&q->r);
     if (q->stage) { permute(t, q->full, q->stage, q->C, 1); mem_free(&t->E->mem, q->stage); q->stage = NULL; }
 }
 
-static void sp_reduce_scatter(tp_ctx *t, float *local, float *full, int C) {
+static void sp_reduce_scatter(tp_ctx *t, floatX *local, floatX *full, int C) {
     size_t n = (size_t)t->B * t->Tl * C;
-    if (t->B == 1) { comm_reduce_scatter_t(t->g, local, full, n, t->dt); return; }
-    float *stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * (size_t)t->dt);
+    if (t->B == 1) { comm_reduce_scatter_t(t->g, local, full, n, t->E->dtype); return; }
+    void *stage = mem_alloc(&t->E->mem, MEM_COMM, n * t->tp * engine_cbytes(t->E));
     permute(t, stage, full, C, 0);
-    comm_reduce_scatter_t(t->g, local, stage, n, t->dt);
+    comm_reduce_scatter_t(t->g, local, stage, n, t->E->dtype);
     mem_free(&t->E->mem, stage);
 }
 
-void tp_enter(tp_ctx *t, float *full, const float *local, int C) {
+void tp_enter(tp_ctx *t, floatX *full, const floatX *local, int C) {
     if (t->sp) sp_gather(t, full, local, C); else copy_if(t, full, local, C);
 }
-void tp_exit(tp_ctx *t, float *local, float *full, int C) {
+void tp_exit(tp_ctx *t, floatX *local, floatX *full, int C) {
     if (t->sp) { sp_reduce_scatter(t, local, full, C); return; }
-    comm_all_reduce_sum_t(t->g, full, (size_t)t->B * t->T * C, t->dt);
+    comm_all_reduce_sum_t(t->g, full, (size_t)t->B * t->T * C, t->E->dtype);
     copy_if(t, local, full, C);
 }
-void tp_enter_backward(tp_ctx *t, float *dlocal, float *dfull, int C) { tp_exit(t, dlocal, dfull, C); }
-void tp_exit_backward(tp_ctx *t, float *dfull, const float *dlocal, int C) { tp_enter(t, dfull, dlocal, C); }
+void tp_enter_backward(tp_ctx *t, floatX *dlocal, floatX *dfull, int C) { tp_exit(t, dlocal, dfull, C); }
+void tp_exit_backward(tp_ctx *t, floatX *dfull, const floatX *dlocal, int C) { tp_enter(t, dfull, dlocal, C); }
 
 void tp_norm_grad_sync(tp_ctx *t, float *dw, int C) {
     if (t->sp) comm_all_reduce_sum(t->g, dw, (size_t)C);
 }
 
-void tp_cross_entropy(tp_ctx *t, const tp_shape *s, const float *logits, float *dlogits, const int32_t *targets,
+void tp_cross_entropy(tp_ctx *t, const tp_shape *s, const float *logits, floatX *dlogits, const int32_t *targets,
                       int rows, float scale, float *stats, float *loss) {
     const ops_t *o = t->E->ops;
     float *mx = stats, *se = stats + rows, *tl = stats + 2 * (size_t)rows;

@@ -24,13 +24,13 @@ int plan_report(const plan_req *q) {
     if (mesh_init(&m, W, 0, q->tp, err, sizeof err)) { say("%s", err); return 2; }
     if (q->max_batch) {
         if (!q->budget) { say("--batch-size max needs --mem-budget"); return 2; }
-        int b = plan_max_batch(q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
+        int b = plan_max_batch(q->E, q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
         if (b < 0) { say("%s", err); return 2; }
         B = b > 0 ? b : 1;
         mo.B = B;
         if (b == 0) {
             mem_stats s; int w;
-            if (plan_world(q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
+            if (plan_world(q->E, q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
             char need[32], have[32], st[32];
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
@@ -47,7 +47,7 @@ int plan_report(const plan_req *q) {
     mem_stats *per = B > 0 ? calloc((size_t)W, sizeof *per) : NULL;
     if (B > 0) {
         if (!per) { say("--plan: out of host memory for %d ranks", W); json_decref(ranks); return 1; }
-        if (plan_world_ranks(q->cfg, W, q->tp, &mo, q->budget, per, &worst, &wr, err, sizeof err)) {
+        if (plan_world_ranks(q->E, q->cfg, W, q->tp, &mo, q->budget, per, &worst, &wr, err, sizeof err)) {
             say("%s", err); json_decref(ranks); free(per); return 2;
         }
     }
@@ -58,7 +58,7 @@ int plan_report(const plan_req *q) {
         return q->budget ? 3 : 2;
     }
     printf("# memory plan: model %s, mesh %dx%d (dp x tp), world %d, batch %d per DP rank (global %d), seq %d, %s%s%s%s\n",
-           q->cfg->name, m.dp, m.tp, W, B, G, mo.T, q->dtype,
+           q->cfg->name, m.dp, m.tp, W, B, G, mo.T, dtype_name(q->E->dtype),
            mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", mo.checkpoint ? ", checkpointing" : "",
            mo.prefetch ? ", prefetch" : "");
     printf("%-8s", "# rank");
@@ -91,7 +91,7 @@ int plan_report(const plan_req *q) {
                               "global_batch", G, "seq_len", mo.T,
                               "mem_budget", q->budget ? json_integer((json_int_t)q->budget) : json_null(),
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
-                              "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", q->dtype);
+                              "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", dtype_name(q->E->dtype));
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
         if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);

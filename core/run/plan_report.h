@@ -14,7 +14,7 @@ typedef struct plan_req {
     model_opts mo;        /* mo.B: the batch (ignored with max_batch), mo.T: the sequence length */
     int max_batch;        /* --batch-size max: search the largest batch (needs budget) */
     uint64_t budget;      /* bytes per rank, 0: none */
-    const char *dtype;    /* fp32 or bf16, as printed and recorded */
+    const engine_t *E;    /* the engine planned for: its compute precision is planned, printed and recorded */
     const char *out;      /* JSON record path or NULL */
 } plan_req;
 int plan_report(const plan_req *q);

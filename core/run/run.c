@@ -32,9 +32,6 @@
 #include "core/run/run.h"
 #include "core/formats/safetensors.h"
 #include "kernels/kernels.h"
-#ifdef MESHSWEEP_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 
 #ifndef MESHSWEEP_GIT
 #define MESHSWEEP_GIT "unknown"
@@ -80,12 +77,11 @@ typedef struct run {
     int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
     json_t *hosts;               /* distinct host names of the ranks */
     /* the engine of a run */
-    const ops_t *ops;
     int rank, world, use_nccl, have_eval;
     data_file train, val;
     st_file stf;
     comm_group tpg, dpg, wg;
-    engine_t E;                  /* the live engine: op table and arena */
+    engine_t E;                  /* the live engine: device, op table, compute precision, arena, groups' context */
     model_t M;
     optim_cfg oc;
     int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
@@ -245,11 +241,11 @@ static int write_record(run_t *R, const char *status, const char *error, const u
 
 
 /* ------------------------------------------------------------------ helpers */
-static double measure_peak_flops(void) {
-    /* rank 0 measures the single-thread SGEMM rate while the others sleep, so the measurement is not
-     * disturbed by oversubscribed ranks spinning in a barrier */
+static double measure_peak_flops(const device_t *dev) {
+    /* rank 0 asks its device (on the CPU: the single-thread SGEMM rate, measured while the others
+     * sleep, so the measurement is not disturbed by oversubscribed ranks spinning in a barrier) */
     double g = 0;
-    if (g_rank0) g = cpu_sgemm_gflops(512, 0.3) * 1e9;
+    if (g_rank0) g = dev->peak_flops();
     if (g_mpi) {
         MPI_Request rq; int done = 0;
         MPI_Ibcast(&g, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &rq);
@@ -335,8 +331,7 @@ static int check_cfg(run_t *R) {
     int sp_local = !strcmp(o->sp_activations, "local");
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
-                         .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2,
-                         .attention_no_ws = !strcmp(o->backend, "cuda")};
+                         .checkpoint = o->ckpt, .attention_no_ws = !strcmp(o->backend, "cuda")};
     return 0;
 }
 
@@ -371,6 +366,9 @@ static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
     return 0;
 }
 
+/* --dtype (checked) as the engine value's precision */
+static dtype_t cfg_dtype(const run_cfg *o) { return !strcmp(o->dtype, "bf16") ? DTYPE_BF16 : DTYPE_F32; }
+
 static run_t *run_new(const run_cfg *c) {
     run_t *R = calloc(1, sizeof *R);
     if (!R) { say("out of host memory"); return NULL; }
@@ -399,9 +397,12 @@ int run_plan(const run_cfg *c) {
         printf("# --gpu %s (%s): %s as the runtime reports it - %s typical runtime overhead - %s reserve = budget %s\n",
                R->gb.gpu->name, R->gb.gpu->device, u, ov, rs, b);
     }
+    engine_t P; /* what is planned for: an engine computing in --dtype */
+    engine_init_plan(&P, cfg_dtype(o), 0);
     plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
-                  .budget = R->budget, .dtype = o->dtype, .out = o->out};
+                  .budget = R->budget, .E = &P, .out = o->out};
     rc = plan_report(&q);
+    engine_release(&P);
     free(R);
     return rc;
 }
@@ -413,19 +414,11 @@ static int pick_backend(run_t *R) {
     char err[4096];
     if (!strcmp(o->dtype, "bf16") && strcmp(o->backend, "cuda")) BAD("--dtype bf16 needs --backend cuda (the CPU engine is fp32; --plan accepts bf16)");
     if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
-    (void)err;
-    R->ops = &ops_cpu;
-    if (!strcmp(o->backend, "cuda")) {
-#ifdef MESHSWEEP_CUDA
-        if (cuda_device_count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
-        R->ops = &ops_cuda;
-        if (!strcmp(o->dtype, "bf16")) R->ops = &ops_cuda_bf16;
-#else
-        BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
-#endif
-    }
-    if ((int)R->ops->cbytes != R->mo.abytes) BAD("--dtype %s is not available on --backend %s in this build", o->dtype, o->backend);
-    engine_init(&R->E, R->ops, 0); /* its budget once it is known (setup_comm, on a device) */
+    const device_t *dev = engine_device(o->backend); /* cpu always; cuda in CUDA builds */
+    if (!dev) BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
+    if (dev->count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
+    /* its budget once it is known (setup_comm measures a device) */
+    if (engine_init(&R->E, dev, cfg_dtype(o), err, sizeof err)) BAD("%s", err);
     return 0;
 }
 #undef BAD
@@ -449,15 +442,15 @@ static void start_mpi(run_t *R) {
     int code = agree_check();
     if (code) fail(code);
     R->use_nccl = 0;
-#ifdef MESHSWEEP_CUDA
-    if (R->ops != &ops_cpu) {
+    const device_t *dev = R->E.dev;
+    if (!dev->host_memory) {
         /* one device per local rank (ranks of this host, by MPI_COMM_TYPE_SHARED); NCCL needs one GPU
          * per rank, so when ranks share a GPU the collectives fall back to host-staged MPI */
         int lr, ls;
         comm_local_rank(&lr, &ls);
-        if (cuda_select_device(lr, err, sizeof err)) agree_fail(1, "%s", err);
+        if (dev->select(lr, err, sizeof err)) agree_fail(1, "%s", err);
         if ((code = agree_check())) fail(code);
-        int ndev = cuda_device_count();
+        int ndev = dev->count();
         R->use_nccl = !strcmp(o->comm, "nccl") || (!o->comm_set && R->world > 1);
         /* one implementation on every rank: NCCL only if every host has a GPU per rank */
         int shared = ls > ndev, any_shared = 0;
@@ -469,7 +462,6 @@ static void start_mpi(run_t *R) {
             R->use_nccl = 0;
         }
     }
-#endif
     {
         tp_shape sh;
         if (tp_shape_of(&sh, &R->cfg, o->tp, 0, err, sizeof err)) { say("%s", err); fail(2); }
@@ -529,7 +521,7 @@ static void open_inputs(run_t *R) {
  * once, so no rank is left waiting in a collective */
 static void budget_gate(run_t *R) {
     char err[4096];
-    if (plan_rank(&R->cfg, R->world, R->o.tp, R->rank, &R->mo, R->budget, &R->planned, err, sizeof err)) agree_fail(2, "%s", err);
+    if (plan_rank(&R->E, &R->cfg, R->world, R->o.tp, R->rank, &R->mo, R->budget, &R->planned, err, sizeof err)) agree_fail(2, "%s", err);
     else if (R->planned.overflow) agree_fail(R->budget ? 3 : 2, "this configuration needs more than %llu EiB per rank: beyond what can be run",
                                              (unsigned long long)(MEM_PLAN_CAP >> 60));
     int code = agree_check();
@@ -562,14 +554,14 @@ static void setup_comm(run_t *R) {
     if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
     int code = agree_check();
     if (code) fail(code);
-    R->comm_name = R->use_nccl ? "nccl" : (R->ops != &ops_cpu && R->world > 1 ? "mpi-staged" : "mpi");
-#ifdef MESHSWEEP_CUDA
-    if (R->ops == &ops_cpu) return;
-    int lr, ls, ndev = cuda_device_count();
+    const device_t *dev = R->E.dev;
+    R->comm_name = R->use_nccl ? "nccl" : (!dev->host_memory && R->world > 1 ? "mpi-staged" : "mpi");
+    if (dev->host_memory) return;
+    int lr, ls, ndev = dev->count();
     comm_local_rank(&lr, &ls);
     int per_gpu = ndev > 0 ? (ls + ndev - 1) / ndev : 1;
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's context and communicators exist before anyone measures */
-    int bad = gpus_measure_device(R->ops, per_gpu, &R->gb, &R->dev, err, sizeof err) != 0, anybad = 0;
+    int bad = gpus_measure_device(&R->E, per_gpu, &R->gb, &R->dev, err, sizeof err) != 0, anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (anybad) {
         if (bad) say("%s", err); else say("--mem-budget auto: the device of another rank has no more than --mem-reserve free");
@@ -580,7 +572,6 @@ static void setup_comm(run_t *R) {
         MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
         R->budget = R->gb.budget = b;
     }
-#endif
 }
 
 /* memory, the model and its parameters (seed or --init), FLOP figures, the optimizer */
@@ -603,10 +594,7 @@ static void build_engine(run_t *R) {
         model_init_params(M, (uint64_t)o->seed);
     }
     R->flops_per_token = metrics_flops_per_token(&R->cfg, R->T);
-    R->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : (R->ops == &ops_cpu ? measure_peak_flops() : 0);
-#ifdef MESHSWEEP_CUDA
-    if (R->ops != &ops_cpu && !(o->peak_tflops > 0)) R->peak_flops = cuda_peak_bf16_tflops(cuda_device_name()) * 1e12;
-#endif
+    R->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : measure_peak_flops(R->E.dev);
     R->oc = (optim_cfg){.lr = o->lr, .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps,
                         .grad_clip = o->grad_clip, .min_lr_ratio = o->min_lr_ratio, .warmup = o->warmup,
                         .cosine = !strcmp(o->schedule, "cosine")};
@@ -660,7 +648,7 @@ static int step_loop(run_t *R) {
         comm_all_reduce_sum_f64(&R->dpg, &loss, 1);
         loss *= scale;
         double lr = 0, norm = optim_step(M, &R->wg, &R->oc, s, o->steps, &lr);
-        R->ops->synchronize();
+        R->E.ops->synchronize();
         double t1 = comm_now_ms();
         comm_totals(R, &comm1, &bytes1);
         double tm[2] = {t1 - t0, comm1 - comm0};
@@ -702,16 +690,14 @@ static int end_run(run_t *R, int code, run_result *res) {
     const char *status = code == 4 ? "diverged" : "ok";
     char err[4096];
     uint64_t peaks[MEM_NCAT], total, at[MEM_NCAT];
-#ifdef MESHSWEEP_CUDA
-    if (R->ops != &ops_cpu) {
+    if (!R->E.dev->host_memory) {
         size_t fb = 0, tb = 0;
-        cuda_mem_info(&fb, &tb);
+        R->E.dev->mem_info(&fb, &tb);
         R->dev_total = (int64_t)tb; R->dev_used = (int64_t)(tb - fb);
         uint64_t pool_now = 0, pool_high = 0;
-        cuda_pool_reserved(&pool_now, &pool_high);
+        R->E.dev->pool_reserved(&pool_now, &pool_high);
         R->pool_reserved = (int64_t)pool_high;
     }
-#endif
     max_mem_over_ranks(R, peaks, &total);
     at_peak_of_max_rank(R, at);
     const char *error = code ? "non-finite loss or gradient norm" : NULL;

@@ -7,6 +7,7 @@
  * What it is not: a stub to fill in later; every pointer is set (tests/test_kernels.c checks it),
  * because the model calls through the table without NULL checks.
  */
+#include "kernels/device.h"
 #include "kernels/kernels.h"
 
 static void null_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int acc) {
@@ -118,4 +119,18 @@ const ops_t ops_null = {
     .synchronize = null_synchronize,
     .cbytes = 4,
     .to_compute = null_to_compute,
+};
+
+/* the planner's device: every precision is ops_null; nothing to select, measure or pool */
+static int null_count(void) { return 1; }
+static int null_select(int local_rank, char *err, size_t errlen) { (void)local_rank; (void)err; (void)errlen; return 0; }
+static void null_mem_info(size_t *free_b, size_t *total_b) { *free_b = 0; *total_b = 0; }
+static const char *null_device_name(void) { return "null"; }
+static double null_peak_flops(void) { return 0.0; }
+static void null_pool_reserved(uint64_t *now_b, uint64_t *high_b) { *now_b = 0; *high_b = 0; }
+
+const device_t device_null = {
+    .name = "null", .host_memory = 1, .fp32 = &ops_null, .bf16 = &ops_null,
+    .count = null_count, .select = null_select, .mem_info = null_mem_info, .device_name = null_device_name,
+    .peak_flops = null_peak_flops, .pool_reserved = null_pool_reserved,
 };

@@ -10,6 +10,7 @@
  * The exact semantics of each op are documented in kernels/kernels.h; tests/test_kernels.c checks
  * every op against naive double-precision references and every backward by finite differences.
  */
+#include "kernels/device.h"
 #include "kernels/kernels.h"
 
 #include <cblas.h>
@@ -719,3 +720,19 @@ double cpu_sgemm_gflops(int n, double seconds) {
     free(a); free(b); free(c);
     return t > 0.0 ? 2.0 * (double)n * (double)n * (double)n * (double)calls / t * 1e-9 : 0.0;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* the device: host memory, one per rank                                                     */
+
+static int cpu_count(void) { return 1; }
+static int cpu_select(int local_rank, char *err, size_t errlen) { (void)local_rank; (void)err; (void)errlen; return 0; }
+static void cpu_mem_info(size_t *free_b, size_t *total_b) { *free_b = 0; *total_b = 0; }
+static const char *cpu_device_name(void) { return "cpu"; }
+static double cpu_peak_flops(void) { return cpu_sgemm_gflops(512, 0.3) * 1e9; }
+static void cpu_pool_reserved(uint64_t *now_b, uint64_t *high_b) { *now_b = 0; *high_b = 0; }
+
+const device_t device_cpu = {
+    .name = "cpu", .host_memory = 1, .fp32 = &ops_cpu, .bf16 = NULL,
+    .count = cpu_count, .select = cpu_select, .mem_info = cpu_mem_info, .device_name = cpu_device_name,
+    .peak_flops = cpu_peak_flops, .pool_reserved = cpu_pool_reserved,
+};

@@ -1,8 +1,9 @@
 /* kernels/cuda/cuda_backend.h — what the CUDA backend exports besides `ops_cuda` (kernels/kernels.h).
  *
- * What it is: plain-C declarations (extern "C") of the device helpers the engine needs before and
- * around the op table — how many GPUs there are, which one a rank uses, its memory and name, the
- * datasheet peak for MFU — and the bf16 GEMM path (fp32 accumulation) that `--dtype bf16` builds on.
+ * What it is: plain-C declarations (extern "C") of the device helpers around the op table — how many
+ * GPUs there are, which one a rank uses, its memory and name, the datasheet peak for MFU (the engine
+ * reaches them through `device_cuda`, kernels/device.h; tests and bench/ call them directly) — and
+ * the bf16 GEMM path (fp32 accumulation) that `--dtype bf16` builds on.
  * Only present in builds with MESHSWEEP_CUDA (the Makefile defines it when nvcc is found).
  * It also declares `ops_cuda_bf16`, the bf16 mixed-precision op table (below).
  * What it is not: an allocator: memory still goes through core/engine/mem, which calls ops_cuda.dev_alloc

@@ -23,6 +23,7 @@
 
 extern "C" {
 #include "kernels/kernels.h"
+#include "kernels/device.h"
 #include "kernels/cuda/cuda_backend.h"
 }
 

@@ -1,7 +1,8 @@
 /* kernels/cuda/device.cu — device discovery and selection, memory and name queries, the datasheet
  * peak for MFU, and the process's one cuBLAS handle.
  *
- * What it is: the cuda_* helpers of kernels/cuda/cuda_backend.h that are not arithmetic.
+ * What it is: the cuda_* helpers of kernels/cuda/cuda_backend.h that are not arithmetic, and
+ * `device_cuda`, the engine's view of them (kernels/device.h).
  * What it is not: an allocator (ops_cuda.cu) or a stream manager: every op runs on the legacy default stream,
  * so host-side copies (to_host/from_host) order themselves after the kernels before them.
  */
@@ -93,3 +94,11 @@ cublasHandle_t cuda_cublas(void) {
     }
     return handle;
 }
+
+/* ---- the device as the engine sees it (kernels/device.h) ---------------------------------------
+ * In the order of device_t (C++17 has no designated initialisers; -Wextra names a member left out);
+ * only addresses, so it is constant-initialised, before any other static initialisation. */
+static double cu_peak_flops(void) { return cuda_peak_bf16_tflops(cuda_device_name()) * 1e12; }
+
+extern "C" const device_t device_cuda = {"cuda", 0, &ops_cuda, &ops_cuda_bf16, cuda_device_count, cuda_select_device,
+                                         cuda_mem_info, cuda_device_name, cu_peak_flops, cuda_pool_reserved};
