@@ -1,7 +1,8 @@
 /* tests/test_model.c — the whole model's gradient by finite differences (design 11), on a tiny GQA
  * config (KV < H, odd vocabulary) on one rank with the CPU kernels, plus checks that activation
  * checkpointing reproduces the gradients bit for bit and that the memory plan equals the measured
- * tracked peak for this model. The FD check runs twice: untied, and with tied embeddings and llama3
+ * tracked peak for this model, and that a recorder attached to a planned engine sees every op and
+ * collective of the replay. The FD check runs twice: untied, and with tied embeddings and llama3
  * rope_scaling (one tensor as embedding and lm_head: its FD derivative sees both uses at once).
  * FD in fp32: the loss is the token SUM (scale 1) so gradients are O(0.1..10); central differences
  * with eps 1e-2 along (a) the normalised analytic gradient of each tensor and (b) a random unit
@@ -114,6 +115,49 @@ static void fd_check(model_t *M, const char *tag) {
     }
 }
 
+/* A recorder attached to the engine a plan is made for sees the replay: every GEMM of one step (7 per
+ * layer forward, 14 with checkpointing; 12 per layer backward and the lm_head's), each started
+ * all-gather waited for once, every collective on a group of the 2x2 mesh or the world. */
+typedef struct { int mm_fwd, mm_bwd, f32out, started, waited, other_size; size_t start_bytes, wait_bytes; } seen_t;
+static void seen_mm_fwd(void *c, floatX *o, const floatX *i, const floatX *w, int N, int Ci, int Co, int a) {
+    (void)o; (void)i; (void)w; (void)N; (void)Ci; (void)Co; (void)a; ((seen_t *)c)->mm_fwd++;
+}
+static void seen_mm_bwd(void *c, floatX *di, float *dw, const floatX *d, const floatX *i, const floatX *w, int N, int Ci,
+                        int Co) {
+    (void)di; (void)dw; (void)d; (void)i; (void)w; (void)N; (void)Ci; (void)Co; ((seen_t *)c)->mm_bwd++;
+}
+static void seen_f32out(void *c, float *o, const floatX *i, const floatX *w, int N, int Ci, int Co) {
+    (void)o; (void)i; (void)w; (void)N; (void)Ci; (void)Co; ((seen_t *)c)->f32out++;
+}
+static void seen_coll(void *c, const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) {
+    seen_t *s = c;
+    (void)k;
+    if (g->size != 2 && g->size != 4) s->other_size++;   /* the mesh's groups, the world (the gradient norm) */
+    if (ph == COMM_STARTED) { s->started++; s->start_bytes += bytes; }
+    if (ph == COMM_WAITED) { s->waited++; s->wait_bytes += bytes; }
+}
+static void test_plan_trace(int ckpt) {
+    model_config c = cfg();
+    model_opts o = {.B = B, .T = T, .sequence_parallel = 1, .sp_local = 1, .prefetch = 1, .checkpoint = ckpt};
+    seen_t s = {0};
+    ops_trace ot = {.ctx = &s, .matmul_forward = seen_mm_fwd, .matmul_backward = seen_mm_bwd, .matmul_forward_f32out = seen_f32out};
+    comm_trace ct = {.ctx = &s, .collective = seen_coll};
+    engine_trace tr = {.ops = &ot, .comm = &ct};
+    engine_t E;
+    engine_init_plan(&E, DTYPE_F32, 0);
+    engine_set_trace(&E, &tr);
+    mem_stats ps; char err[256], name[64];
+    int rc = plan_rank(&E, &c, 4, 2, 0, &o, 0, &ps, err, sizeof err), L = c.num_hidden_layers;
+    snprintf(name, sizeof name, "model_plan_trace_gemms%s", ckpt ? "_checkpointing" : "");
+    CHECK(rc == 0 && s.mm_fwd == (ckpt ? 14 : 7) * L && s.mm_bwd == 12 * L + 1 && s.f32out == 1, name,
+          "rc %d: matmul_forward %d, matmul_backward %d, f32out %d", rc, s.mm_fwd, s.mm_bwd, s.f32out);
+    snprintf(name, sizeof name, "model_plan_trace_collectives%s", ckpt ? "_checkpointing" : "");
+    CHECK(rc == 0 && s.started > 0 && s.started == s.waited && s.start_bytes == s.wait_bytes && !s.other_size, name,
+          "started %d (%zu bytes), waited %d (%zu bytes), %d on a group of another size", s.started, s.start_bytes, s.waited,
+          s.wait_bytes, s.other_size);
+    engine_release(&E);
+}
+
 int main(void) {
     cpu_blas_init();
     for (int i = 0; i < B * T; i++) { in[i] = (int32_t)(init_splitmix64(i) % 37); tg[i] = (int32_t)(init_splitmix64(i + 100) % 37); }
@@ -177,5 +221,7 @@ int main(void) {
     CHECK(rc == 0 && ps.total_peak == tied_peak && tied_peak < measured_peak, "model_tied_plan_equals_measured",
           "planned %llu vs measured %llu (untied %llu)", (unsigned long long)ps.total_peak,
           (unsigned long long)tied_peak, (unsigned long long)measured_peak);
+    test_plan_trace(0);
+    test_plan_trace(1);
     return check_exit();
 }

@@ -18,7 +18,9 @@
     char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_); \
     fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, s_); MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
 
-const char *const comm_kind_names[COMM_NKIND] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+#define COMM_KIND_NAME_(id, name) name,
+const char *const comm_kind_names[COMM_NKIND] = {COMM_KINDS(COMM_KIND_NAME_)};
+#undef COMM_KIND_NAME_
 
 /* How a group moves data. n counts elements of t bytes; the implementation counts what it moved. */
 struct comm_impl {
@@ -382,7 +384,9 @@ void comm_all_reduce_max(comm_group *g, float *buf, size_t n) {
 
 /* host doubles (loss sums, norms): always MPI on host memory, whatever carries the device data */
 void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) {
-    if (!g->mpi || g->size == 1 || n == 0) return;
+    if (n == 0) return;
+    trace(g, COMM_ALL_REDUCE, n * sizeof(double), COMM_BLOCKING);
+    if (!g->mpi || g->size == 1) return;
     double t0 = comm_now_ms();
     MPI_Request q;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(g), &q));

@@ -13,7 +13,13 @@
 #include <stdint.h>
 #include "kernels/kernels.h"
 
-typedef enum { COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_NKIND } comm_kind;
+/* X(ID, "name"): the kinds of collective, the one list (the enumeration, the names of the record's
+ * comm object, core/run/record) */
+#define COMM_KINDS(X) X(ALL_REDUCE, "all_reduce") X(ALL_GATHER, "all_gather") X(REDUCE_SCATTER, "reduce_scatter") \
+    X(BROADCAST, "broadcast")
+#define COMM_KIND_ENUM_(id, name) COMM_##id,
+typedef enum { COMM_KINDS(COMM_KIND_ENUM_) COMM_NKIND } comm_kind;
+#undef COMM_KIND_ENUM_
 extern const char *const comm_kind_names[COMM_NKIND];
 
 /* element type of device data in a collective (dtype_t, kernels/kernels.h): fp32, or bf16 (2-byte

@@ -33,6 +33,11 @@ void engine_init_plan(engine_t *E, dtype_t dtype, uint64_t budget) {
     comm_ctx_init(&E->comm, NULL);
 }
 
+void engine_set_trace(engine_t *E, const engine_trace *t) {
+    E->trace = t;
+    E->comm.trace = t ? t->comm : NULL;
+}
+
 void engine_release(engine_t *E) {
     mem_arena_release(&E->mem);
     comm_ctx_free(&E->comm);

@@ -3,7 +3,7 @@
  * fsdp_t and tp_ctx point to: the device, the compute op table, the compute precision, the allocator
  * arena and what the engine's communication groups share. A run has one live engine; the planner
  * makes its own for each replay, so a plan and a live engine coexist in one process (the budget gate
- * plans while the run's engine exists; tests/t_plan_live.sh plans beside a stepped engine).
+ * plans while the run's engine exists; tests/test_plan_live.c plans beside a stepped engine).
  * What it is not: the run (core/run/run.c), or a place for figures of a step (those are the arena's
  * and the communication context's statistics). */
 #ifndef MESHSWEEP_ENGINE_H
@@ -13,6 +13,15 @@
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 
+/* An optional recorder of what an engine does — what a step-time model of the plan attaches: each op
+ * of a planner's replay with its arguments (ops_null calls the hooks, kernels/cpu/null.c), and each
+ * collective of the engine's groups with its group, bytes and phase (core/engine/comm.c). A planner
+ * records into the trace of the engine it plans for. */
+typedef struct engine_trace {
+    const ops_trace *ops;
+    const comm_trace *comm;
+} engine_trace;
+
 typedef struct engine {
     const device_t *dev;  /* the device: selection, memory figures, name, peak, pool (kernels/device.h) */
     const ops_t *ops;     /* the compute op table: the device's table of dtype */
@@ -20,6 +29,7 @@ typedef struct engine {
     mem_arena mem;        /* every engine buffer comes from here */
     comm_ctx comm;        /* what its communication groups share: staging, statistics, trace */
     int plan;             /* a planner: device_null, ops_null, a plan arena, null groups; nothing is computed */
+    const engine_trace *trace;  /* NULL: nothing recorded */
 } engine_t;
 
 /* The device of --backend NAME in this build (cpu; cuda in CUDA builds), or NULL. */
@@ -30,6 +40,8 @@ const device_t *engine_device(const char *backend);
 int engine_init(engine_t *E, const device_t *dev, dtype_t dtype, char *err, size_t errlen);
 /* A planner for an engine computing in dtype: a plan arena with the given budget. */
 void engine_init_plan(engine_t *E, dtype_t dtype, uint64_t budget);
+/* Attach a recorder (NULL: none) to the engine and its groups' context. */
+void engine_set_trace(engine_t *E, const engine_trace *t);
 /* Release every buffer of the engine (its arena) and its groups' staging; init it again to reuse it. */
 void engine_release(engine_t *E);
 /* bytes of one element of compute precision */

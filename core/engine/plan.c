@@ -11,6 +11,8 @@ int plan_rank(const engine_t *E, const model_config *cfg, int world, int tp, int
     /* the planner's own engine: its arena is not the one of a live engine in this process */
     engine_t P;
     engine_init_plan(&P, E->dtype, budget);
+    engine_set_trace(&P, E->trace);   /* the replay records into the planned engine's recorder */
+    const ops_trace *was = ops_null_bind(P.trace ? P.trace->ops : NULL);
     comm_group tpg, dpg, wg;
     comm_null_group(&tpg, &P.comm, m.tp, m.tp_rank);
     comm_null_group(&dpg, &P.comm, m.dp, m.dp_rank);
@@ -24,6 +26,7 @@ int plan_rank(const engine_t *E, const model_config *cfg, int world, int tp, int
         *out = *mem_get_stats(&P.mem);
     }
     model_free(&M);
+    ops_null_bind(was);
     engine_release(&P);
     return rc;
 }

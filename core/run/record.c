@@ -42,6 +42,12 @@ json_t *record_categories(const uint64_t bytes[MEM_NCAT]) {
     return o;
 }
 
+void record_peaks(json_t *obj, uint64_t peak, const uint64_t by_category[MEM_NCAT], const uint64_t at_peak[MEM_NCAT]) {
+    json_object_set_new(obj, "peak", json_integer((json_int_t)peak));
+    json_object_set_new(obj, "by_category", record_categories(by_category));
+    json_object_set_new(obj, "at_peak", record_categories(at_peak));
+}
+
 json_t *record_comm(const comm_stats *s) {
     json_t *o = json_object();
     for (int k = 0; k < COMM_NKIND; k++)

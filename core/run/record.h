@@ -11,6 +11,9 @@
 int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen);
 /* {"params": n, ...} of per-category byte counts */
 json_t *record_categories(const uint64_t bytes[MEM_NCAT]);
+/* obj.peak, obj.by_category, obj.at_peak, in that order: the memory figures the run record gives for
+ * what was measured (memory) and for what was planned (memory.planned) */
+void record_peaks(json_t *obj, uint64_t peak, const uint64_t by_category[MEM_NCAT], const uint64_t at_peak[MEM_NCAT]);
 /* {"all_gather": {"calls","bytes","ms"}, ...} */
 json_t *record_comm(const comm_stats *s);
 /* can path be created? (its folder exists and is writable) -1 with a message if not */

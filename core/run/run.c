@@ -153,8 +153,9 @@ static json_t *config_json(const run_t *R) {
 }
 
 static json_t *plan_json(const mem_stats *s) {
-    return json_pack("{s:I, s:o, s:o}", "peak", (json_int_t)s->total_peak, "by_category", record_categories(s->peak),
-                     "at_peak", record_categories(s->at_peak));
+    json_t *p = json_object();
+    record_peaks(p, s->total_peak, s->peak, s->at_peak);
+    return p;
 }
 
 /* the run record; on rank 0 only. mem: max over ranks (per category and total) */
@@ -199,10 +200,8 @@ static int write_record(run_t *R, const char *status, const char *error, const u
     json_object_set_new(j, "summary", sum);
     json_t *mem = json_object();
     json_object_set_new(mem, "budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
-    json_object_set_new(mem, "peak", json_integer((json_int_t)total_peak));
     uint64_t zero[MEM_NCAT] = {0};
-    json_object_set_new(mem, "by_category", record_categories(peaks ? peaks : zero));
-    json_object_set_new(mem, "at_peak", record_categories(at_peak ? at_peak : zero));
+    record_peaks(mem, total_peak, peaks ? peaks : zero, at_peak ? at_peak : zero);
     json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
     /* CUDA: what the device reports in use (context, cuBLAS workspace, NCCL buffers included) next to
      * the tracked bytes still allocated at that moment */

@@ -644,40 +644,17 @@ static void cpu_synchronize(void) {}
 
 static void cpu_to_compute(void *dst, const float *src, size_t n) { memmove(dst, src, n * sizeof(float)); }
 
+/* every op of OPS_LIST is cpu_<op> above: an op added to the list fails to compile here until written */
+#define CPU_ENTRY_(ret, name, params, args, prec) .name = cpu_##name,
+#define CPU_DEVICE_ENTRY_(ret, name, params) .name = cpu_##name,
 const ops_t ops_cpu = {
     .name = "cpu",
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_forward_f32out = cpu_matmul_forward_f32out,
-    .matmul_backward = cpu_matmul_backward,
-    .embedding_forward = cpu_embedding_forward,
-    .embedding_backward = cpu_embedding_backward,
-    .rmsnorm_forward = cpu_rmsnorm_forward,
-    .rmsnorm_backward = cpu_rmsnorm_backward,
-    .rope_forward = cpu_rope_forward,
-    .rope_backward = cpu_rope_backward,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
-    .swiglu_forward = cpu_swiglu_forward,
-    .swiglu_backward = cpu_swiglu_backward,
-    .ce_rowmax = cpu_ce_rowmax,
-    .ce_sumexp = cpu_ce_sumexp,
-    .ce_target = cpu_ce_target,
-    .ce_loss = cpu_ce_loss,
-    .ce_backward = cpu_ce_backward,
-    .adamw = cpu_adamw,
-    .add_inplace = cpu_add_inplace,
-    .scale_inplace = cpu_scale_inplace,
-    .sumsq = cpu_sumsq,
-    .zero = cpu_zero,
-    .copy = cpu_copy,
-    .to_host = cpu_to_host,
-    .from_host = cpu_from_host,
-    .dev_alloc = cpu_dev_alloc,
-    .dev_free = cpu_dev_free,
-    .synchronize = cpu_synchronize,
     .cbytes = 4,
-    .to_compute = cpu_to_compute,
+    OPS_LIST(CPU_ENTRY_)
+    OPS_DEVICE(CPU_DEVICE_ENTRY_)
 };
+#undef CPU_ENTRY_
+#undef CPU_DEVICE_ENTRY_
 
 /* ------------------------------------------------------------------------------------------ */
 /* BLAS setup and the measured peak                                                           */

@@ -510,51 +510,43 @@ static void cu_to_compute(void *dst, const float *src, size_t n) {
 }
 
 /* ---- the table ---------------------------------------------------------------------------------
- * Built by assignment (C++17 has no designated initialisers); the static_assert below makes an
- * op added to kernels.h fail the build here until it is set. */
+ * Built by assignment (C++17 has no designated initialisers) from the one list of ops (OPS_LIST,
+ * kernels/kernels.h): op X is cu_X, defined above or named here, so an op added to the list fails
+ * the build here until it is set. */
 static void cu_matmul_forward_f32out(float *out, const float *in, const float *w, int N, int Cin, int Cout) {
     cuda_matmul_forward(out, in, w, N, Cin, Cout, 0);
 }
+#define cu_matmul_forward cuda_matmul_forward
+#define cu_matmul_backward cuda_matmul_backward
+#define cu_embedding_forward cuda_embedding_forward_t<float>
+#define cu_embedding_backward cuda_embedding_backward_t<float>
+#define cu_rmsnorm_forward cuda_rmsnorm_forward_t<float>
+#define cu_rmsnorm_backward cuda_rmsnorm_backward_t<float>
+#define cu_rope_forward cuda_rope_forward_t<float>
+#define cu_rope_backward cuda_rope_backward_t<float>
+#define cu_attention_forward cuda_attention_forward
+#define cu_attention_backward cuda_attention_backward
+#define cu_swiglu_forward cuda_swiglu_forward_t<float>
+#define cu_swiglu_backward cuda_swiglu_backward_t<float>
+#define cu_ce_rowmax cuda_ce_rowmax_t<float>
+#define cu_ce_sumexp cuda_ce_sumexp_t<float>
+#define cu_ce_target cuda_ce_target_t<float>
+#define cu_ce_backward cuda_ce_backward_t<float, float>
+#define cu_add_inplace cuda_add_inplace_t<float>
 
 static ops_t make_ops_cuda(void) {
     ops_t o;
     memset(&o, 0, sizeof o);
     o.name = "cuda";
-    o.matmul_forward = cuda_matmul_forward;
-    o.matmul_forward_f32out = cu_matmul_forward_f32out;
-    o.matmul_backward = cuda_matmul_backward;
-    o.embedding_forward = cuda_embedding_forward_t<float>;
-    o.embedding_backward = cuda_embedding_backward_t<float>;
-    o.rmsnorm_forward = cuda_rmsnorm_forward_t<float>;
-    o.rmsnorm_backward = cuda_rmsnorm_backward_t<float>;
-    o.rope_forward = cuda_rope_forward_t<float>;
-    o.rope_backward = cuda_rope_backward_t<float>;
-    o.attention_forward = cuda_attention_forward;
-    o.attention_backward = cuda_attention_backward;
-    o.swiglu_forward = cuda_swiglu_forward_t<float>;
-    o.swiglu_backward = cuda_swiglu_backward_t<float>;
-    o.ce_rowmax = cuda_ce_rowmax_t<float>;
-    o.ce_sumexp = cuda_ce_sumexp_t<float>;
-    o.ce_target = cuda_ce_target_t<float>;
-    o.ce_loss = cu_ce_loss;
-    o.ce_backward = cuda_ce_backward_t<float, float>;
-    o.adamw = cu_adamw;
-    o.add_inplace = cuda_add_inplace_t<float>;
-    o.scale_inplace = cu_scale_inplace;
-    o.sumsq = cu_sumsq;
-    o.zero = cu_zero;
-    o.copy = cu_copy;
-    o.to_host = cu_to_host;
-    o.from_host = cu_from_host;
-    o.dev_alloc = cu_dev_alloc;
-    o.dev_free = cu_dev_free;
-    o.synchronize = cu_synchronize;
     o.cbytes = 4;
-    o.to_compute = cu_to_compute;
+#define CU_SET_(ret, name, params, args, prec) o.name = cu_##name;
+#define CU_DEVICE_SET_(ret, name, params) o.name = cu_##name;
+    OPS_LIST(CU_SET_)
+    OPS_DEVICE(CU_DEVICE_SET_)
+#undef CU_SET_
+#undef CU_DEVICE_SET_
     return o;
 }
-/* 30 function pointers, cbytes and the name: update make_ops_cuda when kernels.h grows */
-static_assert(sizeof(ops_t) == 32 * sizeof(void *), "ops_t changed: set every op in make_ops_cuda");
 
 extern "C" const ops_t ops_cuda = make_ops_cuda();
 

@@ -111,33 +111,23 @@ static void b_to_compute(void *dst, const float *src, size_t n) {
 
 /* ---- the table ---------------------------------------------------------------------------------
  * Starts from ops_cuda's (a fresh copy: no dependence on the order of static initialisation) and
- * replaces every op that has a compute-precision argument. What stays is fp32 or byte-based:
- * ce_rowmax, ce_sumexp, ce_target and ce_loss (fp32 logits and statistics), adamw, scale_inplace, sumsq
- * and the memory ops. The static_assert makes an op added to
- * kernels.h fail the build here too, so that nobody inherits an fp32 op by accident. */
+ * replaces every op the list of ops (OPS_LIST, kernels/kernels.h) marks C (a compute-precision
+ * argument) with b_X above; the ops marked F are fp32 or byte-based and stay ops_cuda's: ce_rowmax,
+ * ce_sumexp, ce_target and ce_loss (fp32 logits and statistics), adamw, scale_inplace, sumsq and the
+ * memory ops. An op added to the list must say which it is, and a C op fails the build here until
+ * its bf16 version exists, so that nobody inherits an fp32 op by accident. */
 static ops_t make_ops_cuda_bf16(void) {
     ops_t o = cuda_ops_fp32_table();
     o.name = "cuda_bf16";
-    o.matmul_forward = b_matmul_forward;
-    o.matmul_backward = b_matmul_backward;
-    o.embedding_forward = b_embedding_forward;
-    o.embedding_backward = b_embedding_backward;
-    o.rmsnorm_forward = b_rmsnorm_forward;
-    o.rmsnorm_backward = b_rmsnorm_backward;
-    o.rope_forward = b_rope_forward;
-    o.rope_backward = b_rope_backward;
-    o.attention_forward = b_attention_forward;
-    o.attention_backward = b_attention_backward;
-    o.swiglu_forward = b_swiglu_forward;
-    o.swiglu_backward = b_swiglu_backward;
-    o.matmul_forward_f32out = b_matmul_forward_f32out;
-    o.ce_backward = b_ce_backward;
-    o.add_inplace = b_add_inplace;
     o.cbytes = 2;
-    o.to_compute = b_to_compute;
+#define B_SET_C(name) o.name = b_##name;
+#define B_SET_F(name)
+#define B_SET_(ret, name, params, args, prec) B_SET_##prec(name)
+    OPS_LIST(B_SET_)
+#undef B_SET_
+#undef B_SET_C
+#undef B_SET_F
     return o;
 }
-/* 30 function pointers, cbytes and the name: revisit make_ops_cuda_bf16 when kernels.h grows */
-static_assert(sizeof(ops_t) == 32 * sizeof(void *), "ops_t changed: decide each new op's precision here");
 
 extern "C" const ops_t ops_cuda_bf16 = make_ops_cuda_bf16();
