@@ -134,7 +134,8 @@ fuzz:
 	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_TIME=$(FUZZ_TIME) bash tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 # `make lint`: cppcheck and clang-tidy (clang-analyzer-* and bugprone-*) over the engine, kernels and
-# programs, with the include paths mpicc uses; any finding fails. Suppressions: tests/lint/.
+# programs, with the include paths mpicc uses; any finding fails. Suppressions: tests/lint/. Then
+# tests/lint/names.py: no name both static and public, and the function and file sizes.
 LINT_SRCS := $(wildcard core/*/*.c) $(wildcard kernels/cpu/*.c) $(wildcard bench/*.c)
 LINT_INC := -I. -I$(BLAS_INC) $(shell mpicc --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed '/^$$/d; s/^/-I/')
 lint:
@@ -145,6 +146,7 @@ lint:
 	  -I. $(LINT_SRCS)
 	printf '%s\n' $(LINT_SRCS) | xargs -P 2 -n 4 sh -c 'clang-tidy --quiet --config-file=tests/lint/clang-tidy.yaml "$$@" \
 	  -- -std=c11 -D_GNU_SOURCE $(LINT_INC)' clang-tidy
+	python3 tests/lint/names.py
 
 clean:
 	rm -rf build build-san build-fuzz

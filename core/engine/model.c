@@ -6,9 +6,11 @@
  *                default, --sp-activations local) h1 and h2, the all-gathered inputs of q/k/v and
  *                gate/up, are not saved: they are workspace in forward, and backward recomputes the
  *                rank's shard rmsnorm(x) / rmsnorm(xmid) (rstd is saved) and all-gathers it again
- *                right before the weight-gradient GEMMs (Megatron-LM's choice; one extra all-gather of
- *                [Nt,d] per block and step). That all-gather is not overlapped with the input-gradient
- *                GEMM: the backends' GEMM and collectives run in order.
+ *                for the weight-gradient GEMMs (Megatron-LM's choice; one extra all-gather of [Nt,d] per
+ *                block and step). That all-gather is started before the input-gradient GEMMs, which do
+ *                not read it, and waited for before the weight-gradient GEMMs (column_backward): it
+ *                overlaps them where the backend has streams (NCCL's, ordered with events); over MPI
+ *                it progresses in the wait.
  *   workspace    temporaries: norm outputs before the SP gather, row-parallel partial sums, the attention
  *                scratch, the SwiGLU output, logits chunks and CE statistics, every backward gradient
  *                of an activation; and, for the whole run, the RoPE cos/sin table (computed once).
@@ -103,37 +105,37 @@ static void add_root_units(model_t *M, fsdp_unit *u) {
 }
 
 int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *mesh, comm_group *tpg,
-               comm_group *dpg, const model_opts *o, char *err, size_t errlen) {
+               comm_group *dpg, const model_opts *opt, char *err, size_t errlen) {
     memset(M, 0, sizeof *M);
-    M->cfg = *cfg; M->mesh = *mesh; M->E = E; M->o = *o;
+    M->cfg = *cfg; M->mesh = *mesh; M->E = E; M->opt = *opt;
     if (tp_shape_of(&M->sh, cfg, mesh->tp, mesh->tp_rank, err, errlen)) return -1;
-    int sp = o->sequence_parallel && mesh->tp > 1;
-    if (sp && o->T % mesh->tp) {
+    int sp = opt->sequence_parallel && mesh->tp > 1;
+    if (sp && opt->T % mesh->tp) {
         snprintf(err, errlen, "--seq-len %d is not divisible by --tp %d (required with sequence parallel; "
-                 "use --no-sequence-parallel)", o->T, mesh->tp);
+                 "use --no-sequence-parallel)", opt->T, mesh->tp);
         return -1;
     }
     M->L = cfg->num_hidden_layers; M->d = cfg->hidden_size; M->hd = cfg->hidden_size / cfg->num_attention_heads;
-    tp_init(&M->tp, E, tpg, sp, o->B, o->T);
-    M->Nt = o->B * o->T; M->Ns = o->B * M->tp.Tl;
+    tp_init(&M->tp, E, tpg, sp, opt->B, opt->T);
+    M->Nt = opt->B * opt->T; M->Ns = opt->B * M->tp.Tl;
     M->units = calloc((size_t)M->L + 2, sizeof *M->units);
     M->acts = calloc((size_t)M->L, sizeof *M->acts);
     M->loss_host = calloc((size_t)M->Nt, sizeof(float));
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
     add_root_units(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = o->prefetch};
+    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = opt->prefetch};
     fsdp_alloc_state(&M->fsdp);
     /* RoPE table, once per run: frequencies with rope_scaling (core/formats/config), cos/sin in double. A
      * planner computes nothing: only its bytes count. */
-    size_t nrope = rope_table_floats(o->T, M->hd);
+    size_t nrope = rope_table_floats(opt->T, M->hd);
     M->rope = mem_alloc(&E->mem, MEM_WORKSPACE, nrope * sizeof(float));
     if (!E->plan) {
         double *inv = malloc((size_t)(M->hd / 2 + 1) * sizeof *inv);
         float *tab = malloc((nrope + 1) * sizeof *tab);
         if (!inv || !tab) { free(inv); free(tab); snprintf(err, errlen, "out of host memory"); return -1; }
         config_rope_inv_freq(cfg, inv);
-        rope_table_fill(tab, inv, o->T, M->hd);
+        rope_table_fill(tab, inv, opt->T, M->hd);
         E->ops->from_host(M->rope, tab, nrope * sizeof(float));
         free(inv); free(tab);
     }
@@ -183,7 +185,7 @@ static void norm_enter(model_t *M, floatX *out, float *rstd, const floatX *x, co
 }
 
 /* sp_local: the column-parallel blocks' gathered inputs are workspace, not saved */
-static int sp_local(const model_t *M) { return M->tp.sp && M->o.sp_local; }
+static int sp_local(const model_t *M) { return M->tp.sp && M->opt.sp_local; }
 static floatX *NORM_OUT(model_t *M) {
     size_t n = (size_t)M->Nt * M->d;
     return sp_local(M) ? WS(n) : ACT(n);
@@ -226,7 +228,7 @@ static void norm_enter_backward(model_t *M, floatX *dx, float *dw, floatX *dfull
 /* ---------------------------------------------------------------- layer */
 static void layer_forward(model_t *M, int i, layer_acts *a, floatX *x_out) {
     const ops_t *o = M->E->ops;
-    int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
+    int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->opt.B, T = M->opt.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
     a->rstd1 = ACT32(Ns);
     a->h1 = NORM_OUT(M);
@@ -242,7 +244,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, floatX *x_out) {
     o->rope_forward(a->k, a->k, M->rope, B, T, KVl, hd);
     a->ao = ACT((size_t)Nt * Hl * hd);
     a->lse = ACT32((size_t)B * Hl * T);
-    float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
+    float *ws = M->opt.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_forward(a->ao, a->lse, ws, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws);
     floatX *part = WS((size_t)Nt * d);
@@ -279,9 +281,9 @@ static void layer_free_saved(model_t *M, layer_acts *a) {
 /* dx_out: gradient of the layer output [Ns,d]; returns the gradient of its input [Ns,d] (workspace) */
 static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) {
     const ops_t *o = M->E->ops;
-    int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->o.B, T = M->o.T;
+    int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->opt.B, T = M->opt.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
-    if (M->o.checkpoint) {
+    if (M->opt.checkpoint) {
         floatX *scratch = WS((size_t)Ns * d);
         layer_forward(M, i, a, scratch);
         FREE(scratch);
@@ -313,7 +315,7 @@ static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) 
     o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
     if (df != dxmid) FREE(df);
     floatX *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
-    float *ws = M->o.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
+    float *ws = M->opt.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws); FREE(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
@@ -418,7 +420,7 @@ static void forward_layers(model_t *M, int train) {
         a->x = x;
         x = ACT((size_t)Ns * d);
         layer_forward(M, i, a, x);
-        if (!train || M->o.checkpoint) layer_free_saved(M, a);
+        if (!train || M->opt.checkpoint) layer_free_saved(M, a);
         if (!train) { FREE(a->x); a->x = NULL; }
         fsdp_release(F, i);
     }

@@ -35,7 +35,7 @@ typedef struct model {
     fsdp_t fsdp;
     fsdp_unit *units;        /* L layers, then the embedding and the head (tied: one root unit; see model.c) */
     engine_t *E;             /* the op table, the compute precision and the arena of every buffer */
-    model_opts o;
+    model_opts opt;          /* the options it was made with (batch, sequence, SP, prefetch, checkpointing) */
     int L, d, hd, Nt, Ns;
     layer_acts *acts;
     floatX *xL, *hf;
@@ -48,7 +48,7 @@ typedef struct model {
 /* Builds the TP-local units and allocates parameters, gradients and optimizer state.
  * -1 with one line in err on an invalid shape (H, KV, f mod tp; T mod tp with SP). */
 int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *mesh, comm_group *tp_group,
-               comm_group *dp_group, const model_opts *o, char *err, size_t errlen);
+               comm_group *dp_group, const model_opts *opt, char *err, size_t errlen);
 void model_free(model_t *M);
 /* Initialise the owned parameter slices from the counter-based generator */
 void model_init_params(model_t *M, uint64_t seed);

@@ -143,6 +143,50 @@ static int parse_entry(const char *path, const char *name, json_t *v, uint64_t d
     return 0;
 }
 
+/* -1 with a message naming the string the first invalid byte sits in (the JSON cannot be parsed, so by
+ * its printable start) when the header is not UTF-8 */
+static int check_utf8(const char *hdr, uint64_t hlen, const char *path, char *err, size_t errlen) {
+    long long bad = utf8_invalid_at((const unsigned char *)hdr, hlen);
+    if (bad < 0) return 0;
+    long long q = bad;
+    while (q > 0 && hdr[q - 1] != '"' && bad - q < 60) q--;
+    char ctx[64];
+    int m = 0;
+    for (long long i = q; i < bad && m < (int)sizeof ctx - 1; i++)
+        ctx[m++] = (hdr[i] >= 0x20 && hdr[i] < 0x7f) ? hdr[i] : '?';
+    ctx[m] = 0;
+    errmsg_set(err, errlen, "%s: header is not valid UTF-8 at byte %lld (byte 0x%02x after \"%s\"): tensor names "
+                         "must be UTF-8", path, bad, (unsigned char)hdr[bad], ctx);
+    return -1;
+}
+
+/* -1 with a message when two tensors' byte ranges overlap (sorted by begin; empty tensors overlap nothing) */
+static int check_overlaps(const st_file *f, const char *path, char *err, size_t errlen) {
+    if (f->n < 2) return 0;
+    const st_tensor **ord = malloc((size_t)f->n * sizeof *ord);
+    if (!ord) {
+        errmsg_set(err, errlen, "%s: out of host memory", path);
+        return -1;
+    }
+    for (int i = 0; i < f->n; i++) ord[i] = &f->t[i];
+    qsort(ord, (size_t)f->n, sizeof *ord, cmp_begin);
+    const st_tensor *prev = NULL;
+    int rc = 0;
+    for (int i = 0; i < f->n && !rc; i++) {
+        const st_tensor *t = ord[i];
+        if (t->begin == t->end) continue;
+        if (prev && t->begin < prev->end) {
+            errmsg_set(err, errlen, "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) overlap", path, prev->name,
+                    (unsigned long long)prev->begin, (unsigned long long)prev->end, t->name,
+                    (unsigned long long)t->begin, (unsigned long long)t->end);
+            rc = -1;
+        }
+        if (!prev || t->end > prev->end) prev = t;
+    }
+    free(ord);
+    return rc;
+}
+
 static int open_validate(st_file *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path) {
@@ -209,20 +253,7 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
     }
     f->data_start = 8 + hlen;
     uint64_t data_bytes = f->file_bytes - f->data_start;
-    long long bad = utf8_invalid_at((const unsigned char *)hdr, hlen);
-    if (bad >= 0) {
-        /* the JSON cannot be parsed, so name the string the bad byte sits in by its printable start */
-        long long q = bad;
-        while (q > 0 && hdr[q - 1] != '"' && bad - q < 60) q--;
-        char ctx[64];
-        int m = 0;
-        for (long long i = q; i < bad && m < (int)sizeof ctx - 1; i++)
-            ctx[m++] = (hdr[i] >= 0x20 && hdr[i] < 0x7f) ? hdr[i] : '?';
-        ctx[m] = 0;
-        errmsg_set(err, errlen, "%s: header is not valid UTF-8 at byte %lld (byte 0x%02x after \"%s\"): tensor names "
-                             "must be UTF-8", path, bad, (unsigned char)hdr[bad], ctx);
-        goto fail;
-    }
+    if (check_utf8(hdr, hlen, path, err, errlen)) goto fail;
     json_error_t jerr;
     root = json_loadb(hdr, hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -272,30 +303,7 @@ static int open_validate(st_file *f, const char *path, char *err, size_t errlen)
         f->n++;
         if (parse_entry(path, key, val, data_bytes, t, err, errlen) < 0) goto fail;
     }
-    if (f->n > 1) {
-        /* overlap check on the byte ranges, sorted by begin; empty tensors overlap nothing */
-        const st_tensor **ord = malloc((size_t)f->n * sizeof *ord);
-        if (!ord) {
-            errmsg_set(err, errlen, "%s: out of host memory", path);
-            goto fail;
-        }
-        for (int i = 0; i < f->n; i++) ord[i] = &f->t[i];
-        qsort(ord, (size_t)f->n, sizeof *ord, cmp_begin);
-        const st_tensor *prev = NULL;
-        for (int i = 0; i < f->n; i++) {
-            const st_tensor *t = ord[i];
-            if (t->begin == t->end) continue;
-            if (prev && t->begin < prev->end) {
-                errmsg_set(err, errlen, "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) overlap", path, prev->name,
-                        (unsigned long long)prev->begin, (unsigned long long)prev->end, t->name,
-                        (unsigned long long)t->begin, (unsigned long long)t->end);
-                free(ord);
-                goto fail;
-            }
-            if (!prev || t->end > prev->end) prev = t;
-        }
-        free(ord);
-    }
+    if (check_overlaps(f, path, err, errlen)) goto fail;
     json_decref(root);
     free(hdr);
     return 0;
