@@ -11,7 +11,7 @@ nv = words(values)
 np = words(panels)
 col = (metric eq 'tok_s') ? 4 : 2
 set logscale x 2
-set xtics 2
+set xtics 2 norotate
 set offsets graph 0.08, graph 0.08, graph 0.12, 0
 set yrange [0:*]
 set xlabel "TP degree"
