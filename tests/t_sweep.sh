@@ -406,6 +406,13 @@ if [ $rc -ne 0 ] || [ -z "$G" ]; then fail sweep_grid_runs "exit $rc: $(tail -3 
   [ $rc -eq 0 ] && [ "$(grep -c 'skipped: resumed' "$T/grid3.err")" -eq 3 ] && grep -q '1x2.ac=full  plan: max batch [0-9]* (done before)' "$T/grid3.err" \
     && grep -q '1x2.ac=full  run b=[0-9]* steps=2 \.\.\.' "$T/grid3.err" && json_ok "$G/runs/1x2.ac=full.json" 'd["status"]=="ok"' \
     && ok sweep_grid_resume_reruns_one_cell || fail sweep_grid_resume_reruns_one_cell "rc $rc: $(grep 1x2.ac=full "$T/grid3.err" | head -3)"
+  # the record checks are per cell: another cell's record (other checkpointing) is not this cell's
+  cp "$G/runs/2x1.ac=none.json" "$G/runs/2x1.ac=full.json"
+  "$SWEEP" "$T/grid.json" --out-dir "$T/gres" > /dev/null 2> "$T/grid4.err"; rc=$?
+  [ $rc -eq 0 ] && grep -q '2x1.ac=full  run: runs/2x1.ac=full.json is not a record of this launch (the record is of checkpoint_activations false; asked: full)' "$T/grid4.err" \
+    && json_ok "$G/runs/2x1.ac=full.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]==True and d["batch_size"]=='"$bf" \
+    && [ "$(grep -c 'skipped: resumed' "$T/grid4.err")" -eq 3 ] && ok sweep_grid_record_of_other_cell_rerun \
+    || fail sweep_grid_record_of_other_cell_rerun "rc $rc: $(grep 2x1.ac=full "$T/grid4.err" | head -2)"
   # --plan-only on the grid: a plan per cell, the same batches as the run's plans
   "$SWEEP" "$T/grid.json" --plan-only --out-dir "$T/gplan" > /dev/null 2> "$T/gplan.err"; rc=$?
   Q=$(latest "$T/gplan/grid")
