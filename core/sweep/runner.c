@@ -228,7 +228,8 @@ static int dry_run(sweep_runner *R, const char *base, int plan_only) {
             sweep_print_argv(stderr, a.v);
             sweep_argv_free(&a);
             if (plan_only) continue;
-            sweep_progress(R, m, "then probes at the planned b and b+1 (--steps 2), then the run at the confirmed b:\n");
+            sweep_progress(R, m, "then probes at the planned b and %s (--steps 2), then the run at the confirmed b:\n",
+                           s->batch_mode == SWEEP_BATCH_MATCHED ? "the next divisor of G/dp up" : "b+1");
         }
         if (sweep_train_argv_env(s, m, SWEEP_ARGV_RUN, max ? 0 : m->batch_size, R->train, "runs/.run.json",
                                  R->forward_env, &a))
