@@ -279,6 +279,13 @@ static void test_matched(void) {
               s.cells[3].batch_size == 8 && s.cells[3].global_batch == 16,
           "grid_global_batch_axis", "rc %d (%s)", rc, err);
     if (rc == 0) sweep_spec_free(&s);
+    /* a global batch axis with "max": matched per cell, each cell with its own G */
+    rc = parse("{\"axes\": {\"global_batch\": [8, 16]}}", &s, err, sizeof err);
+    if (rc == 0) rc = sweep_train_argv(&s, &s.cells[3], SWEEP_ARGV_PROBE, 2, "build/train", "o.json", &a);
+    CHECK(rc == 0 && s.batch_mode == SWEEP_BATCH_MATCHED && strcmp(s.cells[3].name, "2x4.gb=16") == 0 &&
+              s.cells[3].batch_size == 0 && strcmp(after(&a, "--global-batch"), "16") == 0,
+          "grid_matched_global_batch_axis", "rc %d (%s)", rc, err);
+    if (rc == 0) sweep_argv_free(&a), sweep_spec_free(&s);
     /* the engine's limit caps the ladder: G/dp = 2^20 at seq_len 2^12 allows 2^14 */
     rc = parse("{\"seq_len\": 4096, \"global_batch\": 8388608}", &s, err, sizeof err);
     if (rc == 0) rc = sweep_batch_ladder(&s, &s.cells[0], &l);
