@@ -6,6 +6,7 @@
 # inside a host's namespaces, then the holders (the namespaces, the veth pair and the mounts go with
 # them). Used by t_multihost (ranks started over a remote-shell agent) and t_slurm (a slurmd per host).
 # Not what runs on the hosts: the suites start that.
+# shellcheck shell=bash disable=SC2034  # (sourced: the suites read what is set here)
 HOSTS_HOLDERS=()
 declare -A HOST_PID=()
 HOSTS_ERR=
@@ -27,8 +28,8 @@ hosts_start() {
   unshare --net --uts --mount --propagation private --fork sh -c \
     "hostname $name && mount --bind '$hostsfile' /etc/hosts && mount -t tmpfs -o size=256m tmpfs /dev/shm $extra && echo up > '$dir/up.$name' && exec sleep 100000" \
     </dev/null >"$dir/holder.$name.log" 2>&1 &
-  local u=$! i; disown $u
-  for i in $(seq 100); do [ -f "$dir/up.$name" ] && break; kill -0 $u 2>/dev/null || break; sleep 0.1; done
+  local u=$!; disown $u
+  for _ in $(seq 100); do [ -f "$dir/up.$name" ] && break; kill -0 $u 2>/dev/null || break; sleep 0.1; done
   [ -f "$dir/up.$name" ] || { HOSTS_ERR="namespaces refused: $(head -c 200 "$dir/holder.$name.log")"; return 1; }
   local p; p=$(pgrep -P $u)
   HOSTS_HOLDERS+=("$p" "$u")
@@ -52,10 +53,11 @@ hosts_exec() { local p=${HOST_PID[$1]}; shift; nsenter -t "$p" -n -u -m --wd="$P
 
 # hosts_cleanup: every process inside the hosts' namespaces, then the holders
 hosts_cleanup() {
-  local p pid ns
+  local p d pid ns
   for p in "${HOSTS_HOLDERS[@]}"; do
     ns=$(readlink "/proc/$p/ns/net" 2>/dev/null) || continue
-    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    for d in /proc/[0-9]*; do
+      pid=${d#/proc/}
       [ "$pid" != "$p" ] && [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$ns" ] && kill -9 "$pid" 2>/dev/null
     done
     kill -9 "$p" 2>/dev/null

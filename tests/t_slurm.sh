@@ -47,6 +47,8 @@ cleanup() {
 trap cleanup EXIT
 export SLURM_CONF="$T/slurm.conf"
 PY="command /usr/bin/python3"
+# every launch is under a timeout (a hang is a FAIL, never a stuck suite), generous for a loaded machine
+TO=300
 # the seconds since the start, in the log (where the time goes)
 phase() { echo "# $(( $(date +%s) - T0 )) s: $*"; }
 T0=$(date +%s)
@@ -68,7 +70,9 @@ latest() { ls -d "$1"/*/ 2>/dev/null | sort | tail -1 | sed 's:/$::'; }
 # every JSON below DIR complete, no temp file of a writer left
 all_complete() {
   local f
-  for f in $(find "$1" -name '*.json'); do $PY -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null || { echo "incomplete $f"; return 1; }; done
+  while IFS= read -r f; do
+    $PY -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null || { echo "incomplete $f"; return 1; }
+  done < <(find "$1" -name '*.json')
   if find "$1" \( -name '*.tmp*' -o -name '.*.train.json' \) | grep -q .; then echo "temp files: $(find "$1" -name '*.tmp*' -o -name '.*.train.json' | head -3)"; return 1; fi
 }
 
@@ -146,7 +150,7 @@ print(d["model"], d["seq_len"], d["steps"], d["lr"], d["global_batch"], d["name"
 [ "$S_WORLD,$S_MESHES,$S_GB" = "8,2x4,8x1,8" ] || { fail slurm_example_spec "$SPEC: world $S_WORLD, meshes $S_MESHES, global batch $S_GB: this suite expects 8, 2x4,8x1, 8"; exit 1; }
 COMMON=(--model "$S_MODEL" --seq-len "$S_SEQ" --steps "$S_STEPS" --lr "$S_LR" --log-every 100)
 must slurm_reference_1_rank "$TRAIN" "${COMMON[@]}" --data "$DATA" --batch-size 8 --out "$T/ref1.json" 2>/dev/null
-must slurm_reference_one_host_2x4 timeout 120 "${MPIRUN[@]}" -np 8 "$TRAIN" "${COMMON[@]}" --data "$DATA" --tp 4 --batch-size 4 \
+must slurm_reference_one_host_2x4 timeout $TO "${MPIRUN[@]}" -np 8 "$TRAIN" "${COMMON[@]}" --data "$DATA" --tp 4 --batch-size 4 \
   --out "$T/one-2x4.json" >/dev/null 2>&1
 compare() { # NAME REF OTHER
   /usr/bin/python3 "$ROOT/tests/tools/compare.py" runs "$1" "$2" "$3" 1e-5 1e-5
@@ -177,7 +181,7 @@ PY
 phase "srun"
 # 4 tasks per node in block order: ranks 0-3 (one TP group) on A, 4-7 on B
 wait_for 60 idle
-if on_a timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=4 -n 8 "$TRAIN" "${COMMON[@]}" --data "$DATA" --tp 4 --batch-size 4 \
+if on_a timeout $TO srun --mpi=pmix -N2 --ntasks-per-node=4 -n 8 "$TRAIN" "${COMMON[@]}" --data "$DATA" --tp 4 --batch-size 4 \
      --out "$T/srun-2x4.json" >"$T/srun-2x4.log" 2>&1; then
   ok slurm_srun_2x4
   compare slurm_srun_2x4_equals_one_host "$T/one-2x4.json" "$T/srun-2x4.json"
@@ -192,7 +196,7 @@ fi
 phase "mpirun in an allocation"
 # Open MPI reads the allocation (no hostfile) and starts its daemons through srun
 wait_for 60 idle
-if on_a timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 salloc -N2 --ntasks-per-node=4 \
+if on_a timeout $TO env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 salloc -N2 --ntasks-per-node=4 \
      mpirun -np 8 "$TRAIN" "${COMMON[@]}" --data "$DATA" --tp 4 --batch-size 4 --out "$T/mpirun-2x4.json" >"$T/mpirun-2x4.log" 2>&1; then
   ok slurm_mpirun_in_allocation_2x4
   compare slurm_mpirun_in_allocation_equals_one_host "$T/one-2x4.json" "$T/mpirun-2x4.json"
@@ -206,10 +210,10 @@ fi
 phase "missing file"
 # exit 2 and the one line train gives under mpirun: the rank and host, the file; no record
 wait_for 60 idle
-on_a timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=4 -n 8 "$TRAIN" "${COMMON[@]}" --data "$T/miss/train.bin" --tp 4 \
+on_a timeout $TO srun --mpi=pmix -N2 --ntasks-per-node=4 -n 8 "$TRAIN" "${COMMON[@]}" --data "$T/miss/train.bin" --tp 4 \
   --batch-size 4 --out "$T/miss.json" >"$T/miss.out" 2>"$T/miss.err"; rc=$?
 n=$(grep -c '^train:' "$T/miss.err")
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then fail slurm_data_missing_on_one_node "hung (killed after 120 s)"
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then fail slurm_data_missing_on_one_node "hung (killed after $TO s)"
 elif [ "$rc" -ne 2 ] || [ "$n" -ne 1 ] || ! grep -qE "^train: rank [4-7] on $HB: .*$T/miss/train.bin" "$T/miss.err"; then
   fail slurm_data_missing_on_one_node "exit $rc, $n train lines: $(grep -v '^\s*$' "$T/miss.err" | head -3 | tr '\n' ' ')"
 elif [ -e "$T/miss.json" ]; then fail slurm_data_missing_on_one_node "a record was written"
@@ -225,9 +229,9 @@ json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
 start_long() { # OUT-DIR: the runner in an allocation, in the background; waits for the run's first step
   wait_for 60 idle
-  on_a timeout 120 salloc -N2 --ntasks-per-node=4 "$SWEEP" "$T/long.json" --out-dir "$1" >"$1.out" 2>&1 &
+  on_a timeout $TO salloc -N2 --ntasks-per-node=4 "$SWEEP" "$T/long.json" --out-dir "$1" >"$1.out" 2>&1 &
   LONG=$!
-  wait_for 90 long_started "$1"
+  wait_for $((TO - 60)) long_started "$1"
 }
 long_started() { log_has "$(latest "$1/slurm-long")/runs/2x4.log" 'train: step 1/'; }
 # a rank SIGKILLed on node B: the step ends with every rank out, the run is recorded failed, the sweep goes on
@@ -238,7 +242,7 @@ if start_long "$T/kill"; then
   wait "$LONG"; rc=$?
   D=$(latest "$T/kill/slurm-long")
   why=""
-  [ "$rc" -eq 124 ] && why="$why hung (killed after 120 s);"
+  [ "$rc" -eq 124 ] && why="$why hung (killed after $TO s);"
   [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || why="$why runner exit $rc;"
   wait_for 20 no_ranks || why="$why ranks left: $(ranks_on "$HA") $(ranks_on "$HB");"
   $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="failed" and ("signal" in r["error"] or "code" in r["error"]) else 1)' \
@@ -280,7 +284,7 @@ first_done_second_started() { D=$(latest "$T/results/$S_NAME") && [ -s "$D/runs/
 first_done_second_started_or_job_over() { first_done_second_started || job_done "$J1"; }
 phase "sbatch job $J1"
 # polled often: the 8x1 run has 9 more steps once its first is logged
-end=$(( $(date +%s) + 150 ))
+end=$(( $(date +%s) + TO ))
 until first_done_second_started_or_job_over || [ "$(date +%s)" -ge "$end" ]; do sleep 0.05; done
 if first_done_second_started; then
   # hold the ranks where they are (scancel sends SIGCONT before SIGTERM), so that the cancel finds the
@@ -309,7 +313,7 @@ else
   before=$(sha256sum < "$R8/runs/2x4.json")
   phase "sbatch again"
   J2=$(submit 2>"$T/sbatch2.err") || fail slurm_sbatch_resume "sbatch: $(head -c 300 "$T/sbatch2.err")"
-  wait_for 200 job_done "$J2" || on_a scancel "$J2"
+  wait_for $TO job_done "$J2" || on_a scancel "$J2"
   echo "# job $J2: $(on_a scontrol -o show job "$J2" | grep -oE '(Submit|Start|End)Time=[^ ]*' | tr '\n' ' ')"
   why=""
   [ "$(job_state "$J2")" = COMPLETED ] || why="$why job state $(job_state "$J2");"
