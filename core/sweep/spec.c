@@ -329,6 +329,20 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
     return 0;
 }
 
+/* the spec's launcher, or mpirun --oversubscribe -np {world} */
+static int parse_launcher(json_t *root, sweep_spec *s, char *err, size_t el) {
+    if (json_object_get(root, "launcher")) return get_str_array(root, "launcher", 0, &s->launcher, &s->n_launcher, err, el);
+    static const char *def[] = {"mpirun", "--oversubscribe", "-np", "{world}", NULL};
+    s->launcher = malloc(sizeof def);
+    if (!s->launcher) {
+        errmsg_set(err, el, "launcher: out of memory");
+        return -1;
+    }
+    memcpy(s->launcher, def, sizeof def);
+    s->n_launcher = 4;
+    return 0;
+}
+
 static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (!json_is_object(root)) {
         errmsg_set(err, el, "spec: expected a JSON object at the top level, got %s", type_name(root));
@@ -397,18 +411,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
         errmsg_set(err, el, "mem_budget: \"auto\" needs \"backend\": \"cuda\" (it is the device's free memory)");
         return -1;
     }
-    if (json_object_get(root, "launcher")) {
-        if (get_str_array(root, "launcher", 0, &s->launcher, &s->n_launcher, err, el)) return -1;
-    } else {
-        static const char *def[] = {"mpirun", "--oversubscribe", "-np", "{world}", NULL};
-        s->launcher = malloc(sizeof def);
-        if (!s->launcher) {
-            errmsg_set(err, el, "launcher: out of memory");
-            return -1;
-        }
-        memcpy(s->launcher, def, sizeof def);
-        s->n_launcher = 4;
-    }
+    if (parse_launcher(root, s, err, el)) return -1;
     s->timeout_s = 600;
     if (json_object_get(root, "timeout_s") && get_num(root, "timeout_s", 0.0, 1, &s->timeout_s, err, el))
         return -1;
