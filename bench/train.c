@@ -14,7 +14,10 @@
 static const cli_opt OPTS[] = {
     {"model", CLI_STR, F(model), "NAME|PATH", "preset (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or HF config.json"},
     {"tp", CLI_INT, F(tp), "N", "tensor-parallel degree; dp = world / tp"},
-    {"batch-size", CLI_STR, F(batch), "N|max", "sequences per DP rank (global batch = dp * N); max only with --plan"},
+    {"batch-size", CLI_STR, F(batch), "N|max", "sequences per DP rank and micro-batch (global batch = dp * N * --grad-accum); max only with --plan"},
+    {"grad-accum", CLI_INT, F(grad_accum), "N", "micro-batches per optimizer step (default 1); loss and gradient are the mean over the global batch"},
+    {"global-batch", CLI_INT, F(global_batch), "G", "sequences per optimizer step: --grad-accum = G / (dp * --batch-size); with --plan --batch-size max the largest micro-batch that fits and divides G/dp"},
+    {"accum-reduce", CLI_STR, F(accum_reduce), "each|last", "with --grad-accum > 1 and dp > 1: reduce-scatter each micro-batch's gradient (each, default), or keep the unsharded gradient and reduce-scatter once after the last (last: fewer bytes, more memory)"},
     {"seq-len", CLI_INT, F(seq_len), "T", "sequence length"},
     {"steps", CLI_INT, F(steps), "N", "optimizer steps"},
     {"lr", CLI_DBL, F(lr), "X", "peak learning rate"},
@@ -45,7 +48,7 @@ static const cli_opt OPTS[] = {
     {"no-sequence-parallel", CLI_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
     {"sp-activations", CLI_STR, F(sp_activations), "local|gathered", "sequence parallel: save each column-parallel block's input as the sequence shard and all-gather it again in backward (local), or save it all-gathered (gathered)"},
     {"no-prefetch", CLI_OFF, F(prefetch), NULL, "do not prefetch the next FSDP unit"},
-    {"checkpoint-activations", CLI_ON, F(ckpt), NULL, "keep only each layer's input; recompute in backward"},
+    {"checkpoint-activations", CLI_OPT, F(ckpt), "[none|full|every:K]", "keep only the input of every layer (full, the bare flag) or of every K-th (layers K, 2K, ...); recompute it in backward"},
     {"backend", CLI_STR, F(backend), "cpu|cuda", "compute backend"},
     {"comm", CLI_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)"},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 on cuda, fp32 on cpu; --plan takes either)"},
@@ -72,8 +75,13 @@ int main(int argc, char **argv) {
     char err[256];
     if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
     o.comm_set = o.comm != comm_default;
-    for (int i = 1; i < argc; i++) if (!strncmp(argv[i], "--world", 7)) o.world_set = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--world", 7)) o.world_set = 1;
+        if (!strncmp(argv[i], "--grad-accum", 12)) o.grad_accum_set = 1;
+        if (!strncmp(argv[i], "--global-batch", 14)) o.global_batch_set = 1;
+    }
     if (o.help) { if (rank0) usage(); return 0; }
+    if (!*o.ckpt) o.ckpt = "full"; /* the bare --checkpoint-activations */
     if (o.plan) return run_plan(&o);
     run_result res;
     return run_train(&o, &res);

@@ -42,6 +42,12 @@ int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char
             *(int *)p = d->type == CLI_ON;
             continue;
         }
+        if (d->type == CLI_OPT) {
+            if (!val && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) val = argv[++i];
+            if (val && !*val) { snprintf(err, errlen, "option --%s: empty value", name); return -1; }
+            *(const char **)p = val ? val : "";
+            continue;
+        }
         if (!val) {
             if (i + 1 >= argc) { snprintf(err, errlen, "option --%s needs a value (%s)", name, d->meta); return -1; }
             val = argv[++i];

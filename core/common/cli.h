@@ -12,7 +12,10 @@ typedef enum {
     CLI_DBL,   /* finite double */
     CLI_STR,   /* non-empty string (points into argv) */
     CLI_ON,    /* flag: sets the int to 1 */
-    CLI_OFF    /* flag: sets the int to 0 */
+    CLI_OFF,   /* flag: sets the int to 0 */
+    CLI_OPT    /* string with an optional value: `--name VALUE` when the next argument does not start with
+                * --, `--name=VALUE`, or bare `--name`, which sets it to "" (an empty value is refused, so
+                * "" says bare; the program gives it its meaning) */
 } cli_type;
 
 typedef struct cli_opt {

@@ -103,15 +103,42 @@ void fsdp_release(fsdp_t *f, int i) {
     if (u->state != 0) { mem_free(&f->E->mem, u->full); u->full = NULL; u->state = 0; }
 }
 
+void fsdp_accum_begin(fsdp_t *f, int micro, int nmicro) { f->micro = micro; f->nmicro = nmicro; }
+static int accum_last(const fsdp_t *f) { return f->micro + 1 >= f->nmicro; }
+
+/* zero the replicated segments' part of buf, which holds unit elements [lo, lo+n), when this rank does
+ * not carry their sums (fsdp_t) */
+static void drop_replicated(fsdp_t *f, const fsdp_unit *u, float *buf, int64_t lo, int64_t n) {
+    if (f->carry_replicated) return;
+    for (int k = 0; k < u->nseg; k++) {
+        const fsdp_seg *s = &u->seg[k];
+        int64_t a = s->off > lo ? s->off : lo, e = s->off + s->rows * s->cols, b = e < lo + n ? e : lo + n;
+        if (s->replicated && b > a) f->E->ops->zero(buf + (a - lo), (size_t)(b - a) * sizeof(float));
+    }
+}
+
 void fsdp_grad_begin(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
-    if (f->dp->size == 1) { u->full_g = u->g; f->E->ops->zero(u->g, (size_t)u->shard * sizeof(float)); return; }
+    int first = f->micro == 0;
+    if (f->dp->size == 1) {
+        u->full_g = u->g;
+        if (first) f->E->ops->zero(u->g, (size_t)u->shard * sizeof(float));
+        else drop_replicated(f, u, u->g, 0, u->shard);
+        return;
+    }
+    if (f->reduce_last && !first) { drop_replicated(f, u, u->full_g, 0, u->padded); return; } /* kept since the first */
     u->full_g = mem_calloc(&f->E->mem, MEM_GRADS, (size_t)u->padded * sizeof(float));
+    if (first) return;
+    /* the owned slice's sum so far into its place: the reduce-scatter adds it once */
+    int64_t lo = (int64_t)f->dp->rank * u->shard;
+    f->E->ops->copy(u->full_g + lo, u->g, (size_t)u->shard * sizeof(float));
+    drop_replicated(f, u, u->full_g + lo, lo, u->shard);
 }
 
 void fsdp_grad_end(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     if (f->dp->size == 1) { u->full_g = NULL; return; }
+    if (f->reduce_last && !accum_last(f)) return; /* accumulates on in full_g */
     comm_reduce_scatter(f->dp, u->g, u->full_g, (size_t)u->shard);
     mem_free(&f->E->mem, u->full_g);
     u->full_g = NULL;

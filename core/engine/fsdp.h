@@ -40,12 +40,23 @@ typedef struct fsdp_unit {
     int state;              /* 0 released, 1 gathering, 2 gathered */
 } fsdp_unit;
 
+/* Gradient accumulation (fsdp_accum_begin): a step of nmicro micro-batches sums their gradients.
+ * reduce_last 0 (--accum-reduce each): every micro-batch's unsharded gradient is reduce-scattered into
+ * the owned slice, the slice's sum so far seeded into this rank's part of the unsharded buffer first,
+ * so the reduce-scatter adds it once; 1 (last): the unsharded gradient of every unit is kept over the
+ * micro-batches and reduce-scattered once, after the last. carry_replicated 0: the gradients of
+ * replicated segments are summed over another group after each micro-batch's backward (TP with
+ * sequence parallel: core/engine/tp's norm sync) and this rank must not bring its copy of the sum so
+ * far into that sum (another rank of the group does). */
 typedef struct fsdp {
     int n;
     fsdp_unit *u;
     comm_group *dp;
     engine_t *E;            /* the op table, the compute precision of the gathered copies, the arena */
     int prefetch;
+    int micro, nmicro;      /* the micro-batch in progress of the step's nmicro (0 of 1 unless accumulating) */
+    int reduce_last;        /* --accum-reduce last */
+    int carry_replicated;   /* see above; 1 unless another rank of a group carries replicated sums */
 } fsdp_t;
 
 /* append a copy of *s to a unit; its offset in the unit's buffer is computed here. Build s with
@@ -67,7 +78,10 @@ void fsdp_gather_start(fsdp_t *f, int i);
 void fsdp_gather_wait(fsdp_t *f, int i);
 /* free unit i's gathered copy */
 void fsdp_release(fsdp_t *f, int i);
-/* begin / end unit i's backward: zeroed unsharded gradient; then reduce-scatter into the owned slice */
+/* the micro-batch `micro` of nmicro begins: the next grad_begin/grad_end of each unit accumulate */
+void fsdp_accum_begin(fsdp_t *f, int micro, int nmicro);
+/* begin / end unit i's backward: zeroed unsharded gradient (from the second micro-batch on: the sum so
+ * far, see fsdp_t); then reduce-scatter into the owned slice (reduce_last: after the last micro-batch) */
 void fsdp_grad_begin(fsdp_t *f, int i);
 void fsdp_grad_end(fsdp_t *f, int i);
 

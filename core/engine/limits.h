@@ -1,4 +1,5 @@
-/* core/engine/limits.h — the engine's limits on --batch-size and on B*T tokens per rank: train checks
+/* core/engine/limits.h — the engine's limits on --batch-size, on B*T tokens per rank and on the
+ * micro-batches of a step: train checks
  * them (core/run/run.c), the planner's max-batch search stops at them (core/engine/plan.c) and so does
  * the sweep's (core/sweep/), which needs nothing else of the engine. */
 #ifndef MESHSWEEP_LIMITS_H
@@ -6,4 +7,6 @@
 #include <stdint.h>
 #define PLAN_MAX_BATCH (1 << 24)
 #define PLAN_MAX_TOKENS ((int64_t)1 << 26)
+/* micro-batches per optimizer step (--grad-accum, or --global-batch / (dp * --batch-size)) */
+#define PLAN_MAX_GRAD_ACCUM (1 << 16)
 #endif

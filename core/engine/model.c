@@ -1,8 +1,9 @@
 /* core/engine/model.c — Llama forward and backward composed from kernels, core/engine/tp and core/engine/fsdp.
  * Buffer lifetimes (category):
  *   activations  saved for backward: per layer x, rstd1, h1, q, k, v, ao, lse, xmid, rstd2, h2, gate, up;
- *                the final norm's xL, rstdf, hf; the step's tokens. With checkpointing only x is kept
- *                and the rest is recomputed in backward. With sequence parallel and sp_local (the
+ *                the final norm's xL, rstdf, hf; the step's tokens. Of a checkpointed layer (every
+ *                layer, or every K-th: model_layer_checkpointed) only x is kept and the rest is
+ *                recomputed in backward. With sequence parallel and sp_local (the
  *                default, --sp-activations local) h1 and h2, the all-gathered inputs of q/k/v and
  *                gate/up, are not saved: they are workspace in forward, and backward recomputes the
  *                rank's shard rmsnorm(x) / rmsnorm(xmid) (rstd is saved) and all-gathers it again
@@ -124,7 +125,10 @@ int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *m
     if (!M->units || !M->acts || !M->loss_host) { snprintf(err, errlen, "out of host memory"); return -1; }
     for (int i = 0; i < M->L; i++) add_layer_unit(M, &M->units[i], i);
     add_root_units(M, &M->units[M->L]);
-    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = opt->prefetch};
+    /* with sequence parallel the norm weights' gradients are summed over TP after each micro-batch
+     * (tp_norm_grad_sync): TP rank 0 alone carries their sum so far into that sum */
+    M->fsdp = (fsdp_t){.n = head_unit(M) + 1, .u = M->units, .dp = dpg, .E = E, .prefetch = opt->prefetch, .nmicro = 1,
+                       .reduce_last = opt->accum_reduce_last, .carry_replicated = !(sp && mesh->tp_rank != 0)};
     fsdp_alloc_state(&M->fsdp);
     /* RoPE table, once per run: frequencies with rope_scaling (core/formats/config), cos/sin in double. A
      * planner computes nothing: only its bytes count. */
@@ -283,7 +287,7 @@ static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) 
     const ops_t *o = M->E->ops;
     int d = M->d, hd = M->hd, Nt = M->Nt, Ns = M->Ns, B = M->opt.B, T = M->opt.T;
     int Hl = M->sh.Hl, KVl = M->sh.KVl, fl = M->sh.fl;
-    if (M->opt.checkpoint) {
+    if (model_layer_checkpointed(&M->opt, i)) {
         floatX *scratch = WS((size_t)Ns * d);
         layer_forward(M, i, a, scratch);
         FREE(scratch);
@@ -404,7 +408,7 @@ static void load_tokens(model_t *M, const int32_t *inputs, const int32_t *target
     M->E->ops->from_host(M->tgt, targets, (size_t)M->Nt * sizeof(int32_t));
 }
 
-/* forward through the layers; train: keep what backward needs (only x with checkpointing) */
+/* forward through the layers; train: keep what backward needs (only x of a checkpointed layer) */
 static void forward_layers(model_t *M, int train) {
     fsdp_t *F = &M->fsdp;
     int Ns = M->Ns, d = M->d, head = head_unit(M);
@@ -420,7 +424,7 @@ static void forward_layers(model_t *M, int train) {
         a->x = x;
         x = ACT((size_t)Ns * d);
         layer_forward(M, i, a, x);
-        if (!train || M->opt.checkpoint) layer_free_saved(M, a);
+        if (!train || model_layer_checkpointed(&M->opt, i)) layer_free_saved(M, a);
         if (!train) { FREE(a->x); a->x = NULL; }
         fsdp_release(F, i);
     }
@@ -430,6 +434,10 @@ static void forward_layers(model_t *M, int train) {
     fsdp_gather_wait(F, head);
     norm_enter(M, M->hf, M->rstdf, M->xL, W(M, head, norm_seg(M)));
 }
+
+int model_layer_checkpointed(const model_opts *o, int i) { return o->checkpoint > 0 && i % o->checkpoint == 0; }
+int model_micro_batches(const model_opts *o) { return o->grad_accum > 1 ? o->grad_accum : 1; }
+void model_accum_begin(model_t *M, int micro, int nmicro) { fsdp_accum_begin(&M->fsdp, micro, nmicro); }
 
 double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *targets, float loss_scale) {
     fsdp_t *F = &M->fsdp;

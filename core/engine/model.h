@@ -17,7 +17,16 @@ typedef struct model_opts {
     int sp_local;             /* with SP: the column-parallel blocks' inputs h1, h2 are workspace in forward and
                                * recomputed from x / xmid and rstd, then all-gathered again, in backward */
     int prefetch;
-    int checkpoint;           /* activation checkpointing: keep only each layer's input */
+    int checkpoint;           /* activation checkpointing of every K-th layer: layer i (from 0) with i mod K == 0,
+                               * the first of every K, keeps only its input and is recomputed in backward;
+                               * 0 none, 1 every layer (full). The first of K rather than the last: the
+                               * last layer's activations are the first backward reads, so recomputing it
+                               * would lower no peak. */
+    int grad_accum;           /* micro-batches per optimizer step (0 or 1: none); a step is model_accum_begin and
+                               * model_forward_backward per micro-batch, then the optimizer (core/engine/plan
+                               * replays them all) */
+    int accum_reduce_last;    /* --accum-reduce last: the unsharded gradient kept over the micro-batches and
+                               * reduce-scattered once (core/engine/fsdp.h) */
     int attention_no_ws;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do) */
 } model_opts;
 
@@ -52,6 +61,14 @@ int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *m
 void model_free(model_t *M);
 /* Initialise the owned parameter slices from the counter-based generator */
 void model_init_params(model_t *M, uint64_t seed);
+
+/* micro-batch `micro` of the step's nmicro begins: its gradients add to those of the micro-batches before
+ * it (every model_forward_backward of a step scales the loss by 1 / the step's tokens) */
+void model_accum_begin(model_t *M, int micro, int nmicro);
+/* 1 when layer i (from 0) keeps only its input and is recomputed in backward */
+int model_layer_checkpointed(const model_opts *o, int i);
+/* micro-batches per step of o (at least 1) */
+int model_micro_batches(const model_opts *o);
 
 /* One forward + backward on this rank's batch (host int32 [B*T] each): gradients of
  * (sum of token losses) * loss_scale land in the owned gradient slices. Returns this rank's sum of

@@ -20,7 +20,12 @@ int plan_rank(const engine_t *E, const model_config *cfg, int world, int tp, int
     model_t M;
     int rc = model_init(&M, &P, cfg, &m, &tpg, &dpg, o, err, errlen);
     if (rc == 0) {
-        model_forward_backward(&M, NULL, NULL, 1.0f);
+        /* the step as build/train runs it (core/run/run.c): every micro-batch, then the optimizer */
+        int n = model_micro_batches(o);
+        for (int k = 0; k < n; k++) {
+            model_accum_begin(&M, k, n);
+            model_forward_backward(&M, NULL, NULL, 1.0f);
+        }
         optim_cfg oc = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
         optim_step(&M, &wg, &oc, 0, 1, NULL);
         *out = *mem_get_stats(&P.mem);
@@ -102,4 +107,28 @@ int plan_max_batch(const engine_t *E, const model_config *cfg, int world, int tp
         if (f) lo = mid; else hi = mid;
     }
     return lo;
+}
+
+/* The memory of a step depends on the micro-batch b and, with --accum-reduce last, on whether there is
+ * more than one micro-batch (the unsharded gradients are then held through the later forwards); with
+ * --accum-reduce each not at all on their number. So the step of one micro-batch (b = per_rank) is
+ * planned by itself, and below it the largest batch that fits with two micro-batches stands for every
+ * count from two on: the largest divisor of per_rank up to it is the answer. */
+int plan_max_micro_batch(const engine_t *E, const model_config *cfg, int world, int tp, const model_opts *o, int per_rank,
+                         uint64_t budget, char *err, size_t errlen) {
+    int cap = PLAN_MAX_BATCH;
+    if (o->T > 0 && PLAN_MAX_TOKENS / o->T < cap) cap = (int)(PLAN_MAX_TOKENS / o->T);
+    model_opts x = *o;
+    x.grad_accum = 1;
+    if (per_rank <= cap) {
+        int f = fits(E, cfg, world, tp, &x, per_rank, budget, err, errlen);
+        if (f) return f < 0 ? -1 : per_rank;
+    }
+    x.grad_accum = 2;
+    int b = plan_max_batch(E, cfg, world, tp, &x, budget, err, errlen);
+    if (b < 0) return -1;
+    if (b >= per_rank) b = per_rank - 1;
+    for (; b >= 1; b--)
+        if (per_rank % b == 0) return per_rank / b <= PLAN_MAX_GRAD_ACCUM ? b : 0;
+    return 0;
 }

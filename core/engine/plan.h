@@ -26,5 +26,9 @@ int plan_world_ranks(const engine_t *E, const model_config *cfg, int world, int 
 /* Largest B (sequences per DP rank) within those limits whose planned peak fits the budget on every rank; 0 if none. */
 int plan_max_batch(const engine_t *E, const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
                    char *err, size_t errlen);
-
+/* Largest micro-batch b dividing per_rank (sequences per DP rank and step: the global batch / dp) whose
+ * step of per_rank / b micro-batches (o->accum_reduce_last as given) fits the budget on every rank; 0 if
+ * none. Within the limits above (b, and per_rank / b up to PLAN_MAX_GRAD_ACCUM). */
+int plan_max_micro_batch(const engine_t *E, const model_config *cfg, int world, int tp, const model_opts *o, int per_rank,
+                         uint64_t budget, char *err, size_t errlen);
 #endif

@@ -15,6 +15,52 @@ static void print_plan_row(const char *label, const mem_stats *s) {
     printf(" %12.2f\n", s->total_peak / 1048576.0);
 }
 
+/* the divisors of n, as "1, 2, 3, 4, 6, ..." (the first 16) */
+static void divisors(char *buf, size_t cap, int n) {
+    size_t o = 0; int k = 0;
+    buf[0] = 0;
+    for (int d = 1; d <= n && o + 16 < cap; d++) {
+        if (n % d) continue;
+        if (k++ == 16) { snprintf(buf + o, cap - o, ", ..., %d", n); return; }
+        o += (size_t)snprintf(buf + o, cap - o, "%s%d", k > 1 ? ", " : "", d);
+    }
+}
+
+int plan_accum_of(int global_batch, int grad_accum, int dp, int tp, int B, int *n, char *err, size_t errlen) {
+    int G = global_batch;
+    *n = grad_accum > 0 ? grad_accum : 1;
+    if (G > 0) {
+        char dv[256];
+        if (G % dp) {
+            snprintf(err, errlen, "--global-batch %d is not divisible by dp %d of mesh %dx%d (give a multiple of %d)", G, dp, dp, tp, dp);
+            return -1;
+        }
+        int per = G / dp;
+        if (per % B) {
+            divisors(dv, sizeof dv, per);
+            snprintf(err, errlen, "--global-batch %d on mesh %dx%d is %d sequences per DP rank, not a multiple of --batch-size %d "
+                     "(micro-batches that divide %d: %s)", G, dp, tp, per, B, per, dv);
+            return -1;
+        }
+        if (grad_accum > 0 && grad_accum != per / B) {
+            snprintf(err, errlen, "--grad-accum %d disagrees with --global-batch %d: dp %d x --batch-size %d x %d = %lld (give one of "
+                     "the two, or --grad-accum %d)", grad_accum, G, dp, B, grad_accum, (long long)dp * B * grad_accum, per / B);
+            return -1;
+        }
+        *n = per / B;
+    }
+    if (*n > PLAN_MAX_GRAD_ACCUM) {
+        snprintf(err, errlen, "%d micro-batches per step is more than this engine supports (%d)", *n, PLAN_MAX_GRAD_ACCUM);
+        return -1;
+    }
+    if ((int64_t)dp * B * *n > 2147483647) {
+        snprintf(err, errlen, "a global batch of dp %d x batch %d x %d micro-batches is more sequences than this engine supports "
+                 "(2^31 - 1)", dp, B, *n);
+        return -1;
+    }
+    return 0;
+}
+
 int plan_report(const plan_req *q) {
     char err[512];
     int W = q->world;
@@ -22,12 +68,21 @@ int plan_report(const plan_req *q) {
     int B = mo.B, G;
     mesh_t m;
     if (mesh_init(&m, W, 0, q->tp, err, sizeof err)) { say("%s", err); return 2; }
+    int gper = 0; /* --global-batch with max: sequences gper DP rank the micro-batch must divide */
     if (q->max_batch) {
         if (!q->budget) { say("--batch-size max needs --mem-budget"); return 2; }
-        int b = plan_max_batch(q->E, q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
+        if (q->global_batch && mo.grad_accum > 0) { say("--batch-size max takes --global-batch or --grad-accum, not both"); return 2; }
+        if (q->global_batch && q->global_batch % m.dp) {
+            say("--global-batch %d is not divisible by dp %d of mesh %dx%d (give a multiple of %d)", q->global_batch, m.dp, m.dp, m.tp, m.dp);
+            return 2;
+        }
+        gper = q->global_batch / m.dp;
+        int b = gper ? plan_max_micro_batch(q->E, q->cfg, W, q->tp, &mo, gper, q->budget, err, sizeof err)
+                    : plan_max_batch(q->E, q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
         if (b < 0) { say("%s", err); return 2; }
         B = b > 0 ? b : 1;
         mo.B = B;
+        if (gper) mo.grad_accum = b > 0 ? gper / B : (gper > 1 ? 2 : 1); /* none fits: what batch 1 needs */
         if (b == 0) {
             mem_stats s; int w;
             if (plan_world(q->E, q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
@@ -35,12 +90,24 @@ int plan_report(const plan_req *q) {
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
             mem_format(st, sizeof st, s.peak[MEM_PARAMS] + s.peak[MEM_GRADS] + s.peak[MEM_OPTIMIZER]);
-            say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
-                have, m.dp, m.tp, need, st);
+            if (gper) say("no micro-batch dividing %d fits --mem-budget %s on mesh %dx%d: batch 1 needs %s gper rank (model state alone %s)",
+                         gper, have, m.dp, m.tp, need, st);
+            else say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s gper rank (model state alone %s)",
+                     have, m.dp, m.tp, need, st);
             B = 0;
         }
     }
-    G = m.dp * B;
+    int N = 1;
+    if (!q->max_batch || !gper) {
+        if (plan_accum_of(q->max_batch ? 0 : q->global_batch, mo.grad_accum, m.dp, m.tp, B > 0 ? B : 1, &N, err, sizeof err)) {
+            say("%s", err);
+            return 2;
+        }
+    } else {
+        N = gper / (B > 0 ? B : 1);
+    }
+    mo.grad_accum = N;
+    G = m.dp * B * N;
     /* plan every rank first: a configuration error is found before any line of the table is printed */
     json_t *ranks = json_array();
     mem_stats worst = {0}; int wr = 0;
@@ -57,10 +124,13 @@ int plan_report(const plan_req *q) {
         json_decref(ranks); free(per);
         return q->budget ? 3 : 2;
     }
-    printf("# memory plan: model %s, mesh %dx%d (dp x tp), world %d, batch %d per DP rank (global %d), seq %d, %s%s%s%s\n",
-           q->cfg->name, m.dp, m.tp, W, B, G, mo.T, dtype_name(q->E->dtype),
-           mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", mo.checkpoint ? ", checkpointing" : "",
-           mo.prefetch ? ", prefetch" : "");
+    char acc[96] = "", ck[48] = "";
+    if (N > 1) snprintf(acc, sizeof acc, " x %d micro-batches (reduce-scatter %s)", N, mo.accum_reduce_last ? "after the last" : "each");
+    if (mo.checkpoint == 1) snprintf(ck, sizeof ck, ", checkpointing");
+    else if (mo.checkpoint > 1) snprintf(ck, sizeof ck, ", checkpointing every %d layers", mo.checkpoint);
+    printf("# memory plan: model %s, mesh %dx%d (dp x tp), world %d, batch %d per DP rank%s (global %d), seq %d, %s%s%s%s\n",
+           q->cfg->name, m.dp, m.tp, W, B, acc, G, mo.T, dtype_name(q->E->dtype),
+           mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", ck, mo.prefetch ? ", prefetch" : "");
     printf("%-8s", "# rank");
     for (int c = 0; c < MEM_NCAT; c++) printf(" %12s", mem_cat_names[c]);
     printf(" %12s\n", "peak");
@@ -84,7 +154,8 @@ int plan_report(const plan_req *q) {
         char b[32]; mem_format(b, sizeof b, q->budget);
         printf("# budget %s: %s\n", b, fitsb ? "fits" : "does not fit");
     }
-    if (q->max_batch) printf("# max batch per DP rank: %d (global %d)\n", B, G);
+    if (q->max_batch && gper) printf("# max micro-batch per DP rank dividing %d: %d x %d micro-batches (global %d)\n", gper, B, N, G);
+    else if (q->max_batch) printf("# max batch per DP rank: %d (global %d)\n", B, G);
     if (q->out) {
         json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:I, s:i, s:o, s:o, s:s}",
                               "schema", "meshsweep.plan/1", "world", W, "dp", m.dp, "tp", m.tp, "batch_size", B,
@@ -93,6 +164,9 @@ int plan_report(const plan_req *q) {
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
                               "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", dtype_name(q->E->dtype));
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
+        json_object_set_new(j, "micro_batch", json_integer(B));
+        json_object_set_new(j, "grad_accum", json_integer(N));
+        json_object_set_new(j, "accum_reduce", json_string(mo.accum_reduce_last ? "last" : "each"));
         if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);
     } else {

@@ -11,11 +11,19 @@
 typedef struct plan_req {
     const model_config *cfg;
     int world, tp;
-    model_opts mo;        /* mo.B: the batch (ignored with max_batch), mo.T: the sequence length */
+    model_opts mo;        /* mo.B: the batch (ignored with max_batch), mo.T: the sequence length, mo.grad_accum:
+                           * --grad-accum (0: not given) */
+    int global_batch;     /* --global-batch G (0: not given): the micro-batches follow from it */
     int max_batch;        /* --batch-size max: search the largest batch (needs budget) */
     uint64_t budget;      /* bytes per rank, 0: none */
     const engine_t *E;    /* the engine planned for: its compute precision is planned, printed and recorded */
     const char *out;      /* JSON record path or NULL */
 } plan_req;
 int plan_report(const plan_req *q);
+
+/* The micro-batches per step of a run on dp DP ranks at --batch-size B: --grad-accum n (0: not given)
+ * and --global-batch G (0: not given), n alone, G / (dp * B) alone, or 1. -1 with one line in err when G
+ * is not dp * B * n for a whole n (the line says which micro-batches would divide it), n disagrees with
+ * G, or n passes PLAN_MAX_GRAD_ACCUM. */
+int plan_accum_of(int global_batch, int grad_accum, int dp, int tp, int B, int *n, char *err, size_t errlen);
 #endif

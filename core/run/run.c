@@ -50,7 +50,7 @@ static _Noreturn void fail(int code) {
 }
 
 void run_cfg_defaults(run_cfg *c) {
-    *c = (run_cfg){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu", .sp_activations = "local",
+    *c = (run_cfg){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu", .sp_activations = "local", .ckpt = "none", .accum_reduce = "each",
                    .comm = "mpi", .dtype = NULL, .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0,
                    .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                    .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
@@ -62,7 +62,8 @@ typedef struct run {
     model_config cfg;
     mesh_t mesh;
     uint64_t budget;
-    int B, T, G, max_batch;
+    int B, T, G, max_batch;      /* micro-batch per DP rank, sequence length, global batch dp*B*N, --batch-size max */
+    int N;                       /* micro-batches per optimizer step (--grad-accum, or from --global-batch) */
     model_opts mo;
     json_t *steps, *evals;
     double *step_ms;
@@ -141,7 +142,9 @@ static json_t *config_json(const run_t *R) {
     json_object_set_new(j, "sequence_parallel", json_boolean(R->mo.sequence_parallel && R->mesh.tp > 1));
     json_object_set_new(j, "sp_activations", json_string(R->mo.sp_local ? "local" : "gathered"));
     json_object_set_new(j, "prefetch", json_boolean(o->prefetch));
-    json_object_set_new(j, "checkpoint_activations", json_boolean(o->ckpt));
+    json_object_set_new(j, "checkpoint_activations", json_string(o->ckpt));
+    json_object_set_new(j, "grad_accum", json_integer(R->N));
+    json_object_set_new(j, "accum_reduce", json_string(o->accum_reduce));
     json_object_set_new(j, "backend", json_string(o->backend));
     json_object_set_new(j, "comm", json_string(R->comm_name ? R->comm_name : o->comm));
     json_object_set_new(j, "dtype", json_string(o->dtype));
@@ -171,6 +174,8 @@ static int write_record(run_t *R, const char *status, const char *error, const u
     json_object_set_new(j, "config", config_json(R));
     json_object_set_new(j, "mesh", json_pack("{s:i, s:i, s:i}", "world", R->mesh.world, "dp", R->mesh.dp, "tp", R->mesh.tp));
     json_object_set_new(j, "batch_size", json_integer(R->B));
+    json_object_set_new(j, "micro_batch", json_integer(R->B));
+    json_object_set_new(j, "grad_accum", json_integer(R->N));
     json_object_set_new(j, "global_batch", json_integer(R->G));
     json_object_set_new(j, "steps", R->steps ? json_incref(R->steps) : json_array());
     json_object_set_new(j, "eval", R->evals ? json_incref(R->evals) : json_array());
@@ -279,10 +284,11 @@ static void max_mem_over_ranks(const run_t *R, uint64_t peaks[MEM_NCAT], uint64_
 
 static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_t *in, int32_t *tg, const run_t *R) {
     double sum = 0;
-    for (int k = 0; k < nb; k++) {
-        data_batch(d, k, R->G, R->mesh.dp_rank, R->B, R->T, in, tg);
-        sum += model_forward_loss(M, in, tg);
-    }
+    for (int k = 0; k < nb; k++)
+        for (int m = 0; m < R->N; m++) { /* an evaluation batch is a global batch, in micro-batches as in training */
+            data_batch(d, k, R->G, m * R->mesh.dp + R->mesh.dp_rank, R->B, R->T, in, tg);
+            sum += model_forward_loss(M, in, tg);
+        }
     comm_all_reduce_sum_f64(dpg, &sum, 1);
     return sum / ((double)nb * R->G * R->T);
 }
@@ -329,10 +335,30 @@ static int check_cfg(run_t *R) {
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
     if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
+    int ckpt = 0;
+    if (!strcmp(o->ckpt, "full")) ckpt = 1;
+    else if (!strncmp(o->ckpt, "every:", 6)) {
+        long long k;
+        if (parse_int(o->ckpt + 6, 1, 2147483647LL, &k))
+            BAD("--checkpoint-activations %s: K must be a positive integer (every:1 is full)", o->ckpt);
+        if (k > R->cfg.num_hidden_layers)
+            BAD("--checkpoint-activations %s: K is more than the %d layers of model %s (every:%d recomputes the first layer only)",
+                o->ckpt, R->cfg.num_hidden_layers, R->cfg.name, R->cfg.num_hidden_layers);
+        ckpt = (int)k;
+    } else if (strcmp(o->ckpt, "none"))
+        BAD("--checkpoint-activations must be none, full or every:K (got '%s')", o->ckpt);
+    if (o->grad_accum_set && (o->grad_accum < 1 || o->grad_accum > PLAN_MAX_GRAD_ACCUM))
+        BAD("--grad-accum must be in 1..%d (got %d)", PLAN_MAX_GRAD_ACCUM, o->grad_accum);
+    if (o->global_batch_set && o->global_batch < 1) BAD("--global-batch must be >= 1 (got %d)", o->global_batch);
+    if (!o->grad_accum_set) o->grad_accum = 0;
+    if (!o->global_batch_set) o->global_batch = 0;
+    int reduce_last = !strcmp(o->accum_reduce, "last");
+    if (!reduce_last && strcmp(o->accum_reduce, "each")) BAD("--accum-reduce must be each or last (got '%s')", o->accum_reduce);
     int sp_local = !strcmp(o->sp_activations, "local");
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
-                         .checkpoint = o->ckpt, .attention_no_ws = !strcmp(o->backend, "cuda")};
+                         .checkpoint = ckpt, .attention_no_ws = !strcmp(o->backend, "cuda"), .grad_accum = o->grad_accum,
+                         .accum_reduce_last = reduce_last};
     return 0;
 }
 
@@ -401,7 +427,7 @@ int run_plan(const run_cfg *c) {
     engine_t P; /* what is planned for: an engine computing in --dtype */
     engine_init_plan(&P, cfg_dtype(o), 0);
     plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
-                  .budget = R->budget, .E = &P, .out = o->out};
+                  .budget = R->budget, .E = &P, .out = o->out, .global_batch = o->global_batch};
     rc = plan_report(&q);
     engine_release(&P);
     free(R);
@@ -472,7 +498,9 @@ static void start_mpi(run_t *R) {
         if (R->mo.sequence_parallel && o->tp > 1 && R->T % o->tp)
             { say("--seq-len %d is not divisible by --tp %d (required with sequence parallel; use --no-sequence-parallel)", R->T, o->tp); fail(2); }
     }
-    R->G = R->mesh.dp * R->B;
+    if (plan_accum_of(o->global_batch, o->grad_accum, R->mesh.dp, R->mesh.tp, R->B, &R->N, err, sizeof err)) { say("%s", err); fail(2); }
+    R->mo.grad_accum = R->N;
+    R->G = R->mesh.dp * R->B * R->N;
     R->hosts = gather_hosts(R->world);
     if (g_rank0 && agree_tp_spans_hosts(o->tp)) {
         int a = 0, b = 0;
@@ -642,13 +670,20 @@ static int step_loop(run_t *R) {
     comm_reset_stats(&R->E.comm);
     double scale = 1.0 / ((double)R->G * R->T);
     double t_start = comm_now_ms();
+    int dp = R->mesh.dp, r = R->mesh.dp_rank;
     for (int s = 0; s < o->steps; s++) {
-        data_batch(&R->train, s, R->G, R->mesh.dp_rank, R->B, R->T, R->in, R->tg);
+        /* micro-batch m of DP rank r: block m*dp + r of the step's global batch (core/formats/data.h), so
+         * the N micro-batches of the dp ranks are the G sequences a 1-rank run of batch G takes */
+        data_batch(&R->train, s, R->G, r, R->B, R->T, R->in, R->tg);
         MPI_Barrier(MPI_COMM_WORLD);
         double comm0, bytes0, comm1, bytes1;
         comm_totals(R, &comm0, &bytes0);
-        double t0 = comm_now_ms();
-        double loss = model_forward_backward(M, R->in, R->tg, (float)scale);
+        double t0 = comm_now_ms(), loss = 0;
+        for (int m = 0; m < R->N; m++) {
+            if (m) data_batch(&R->train, s, R->G, m * dp + r, R->B, R->T, R->in, R->tg);
+            model_accum_begin(M, m, R->N);
+            loss += model_forward_backward(M, R->in, R->tg, (float)scale);
+        }
         comm_all_reduce_sum_f64(&R->dpg, &loss, 1);
         loss *= scale;
         double lr = 0, norm = optim_step(M, &R->wg, &R->oc, s, o->steps, &lr);
@@ -682,8 +717,10 @@ static int step_loop(run_t *R) {
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
                          R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
             }
-            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s\n",
-                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv);
+            char acc[64] = "";
+            if (R->N > 1) snprintf(acc, sizeof acc, " batch %dx%d (global %d)", R->B, R->N, R->G);
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s%s eta %.0fs%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, acc, eta, dv);
         }
     }
     return 0;

@@ -12,13 +12,17 @@
 typedef struct run_cfg {
     const char *model, *batch, *data, *eval_data, *init, *save, *out, *mem_budget, *schedule, *backend, *comm, *dtype,
                *sp_activations;
+    const char *ckpt;                /* --checkpoint-activations none|full|every:K (the bare flag: full) */
+    const char *accum_reduce;        /* --accum-reduce each|last */
     const char *mem_reserve, *gpu;   /* --mem-reserve SIZE, --gpu NAME (core/engine/gpus.h) */
-    int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, ckpt, excluded, log_every;
+    int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, excluded, log_every;
+    int grad_accum, global_batch;    /* --grad-accum N, --global-batch G (0: not given; given values are checked) */
     long long seed;
     double lr, weight_decay, beta1, beta2, adam_eps, grad_clip, min_lr_ratio, peak_tflops;
     int help;
     int comm_set;    /* --comm was given (else nccl is chosen for multi-rank CUDA runs) */
     int world_set;   /* --world was given */
+    int grad_accum_set, global_batch_set; /* --grad-accum, --global-batch were given */
 } run_cfg;
 
 /* What a finished run reports besides its record (rank 0 has the record's figures). */
