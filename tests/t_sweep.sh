@@ -371,10 +371,10 @@ if [ $rc -ne 0 ] || [ -z "$G" ]; then fail sweep_grid_runs "exit $rc: $(tail -3 
   ok sweep_grid_runs
   bad=""
   for c in $cells; do
-    ck=$([ "${c#*ac=}" = full ] && echo True || echo False)
-    json_ok "$G/runs/$c.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]=='"$ck"' and d["config"]["seq_len"]==32' || bad="$bad $c"
+    ck=${c#*ac=}
+    json_ok "$G/runs/$c.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]=="'"$ck"'" and d["config"]["seq_len"]==32' || bad="$bad $c"
     # each cell's own search: the plan of that cell, confirmed by probes at b (fits) and b+1 (oom)
-    m=${c%%.*}; flag=$([ "$ck" = True ] && echo --checkpoint-activations)
+    m=${c%%.*}; flag=$([ "$ck" = full ] && echo --checkpoint-activations)
     "$TRAIN" --plan --world 2 --tp "${m#*x}" --batch-size max --mem-budget 16MiB --model tiny --seq-len 32 --backend cpu $flag \
       --out "$T/gplan-$c.json" >/dev/null 2>&1 || bad="$bad $c:plan-exit-$?"
     want=$(json_get "$T/gplan-$c.json" 'd["batch_size"]'); got=$(json_get "$G/runs/$c.json" 'd["batch_size"]')
@@ -409,8 +409,8 @@ if [ $rc -ne 0 ] || [ -z "$G" ]; then fail sweep_grid_runs "exit $rc: $(tail -3 
   # the record checks are per cell: another cell's record (other checkpointing) is not this cell's
   cp "$G/runs/2x1.ac=none.json" "$G/runs/2x1.ac=full.json"
   "$SWEEP" "$T/grid.json" --out-dir "$T/gres" > /dev/null 2> "$T/grid4.err"; rc=$?
-  [ $rc -eq 0 ] && grep -q '2x1.ac=full  run: runs/2x1.ac=full.json is not a record of this launch (the record is of checkpoint_activations false; asked: full)' "$T/grid4.err" \
-    && json_ok "$G/runs/2x1.ac=full.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]==True and d["batch_size"]=='"$bf" \
+  [ $rc -eq 0 ] && grep -q '2x1.ac=full  run: runs/2x1.ac=full.json is not a record of this launch (the record is of checkpoint_activations "none"; asked: full)' "$T/grid4.err" \
+    && json_ok "$G/runs/2x1.ac=full.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]=="full" and d["batch_size"]=='"$bf" \
     && [ "$(grep -c 'skipped: resumed' "$T/grid4.err")" -eq 3 ] && ok sweep_grid_record_of_other_cell_rerun \
     || fail sweep_grid_record_of_other_cell_rerun "rc $rc: $(grep 2x1.ac=full "$T/grid4.err" | head -2)"
   # --plan-only on the grid: a plan per cell, the same batches as the run's plans
