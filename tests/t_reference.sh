@@ -43,9 +43,10 @@ check("reference_schedule_shape", lrs[0] < lrs[1] < lrs[2] and abs(lrs[2] - 1e-2
       and abs(lrs[-1] - 1e-3) < 1e-12, f"lr {lrs}")
 check("reference_learns", s[-1]["loss"] < s[0]["loss"] - 1.0 and len(r["eval"]) == 2, f"loss {s[0]['loss']} -> {s[-1]['loss']}")
 PY
-engine() { # NAME DP TP
-  local name=$1 dp=$2 tp=$3 w=$(($2 * $3)) b=$((8 / $2))
-  local cmd=("$TR" --model "$T/cfg.json" --init "$T/init.st" --data "$DATA" --tp "$tp" --batch-size "$b" "${HP[@]}"
+engine() { # NAME DP TP [N [--accum-reduce MODE]]: N micro-batches of 8/(dp*N) sequences per DP rank
+  local name=$1 dp=$2 tp=$3 w=$(($2 * $3)) n=${4:-1}; shift 3; shift $(($# > 0))
+  local b=$((8 / dp / n))
+  local cmd=("$TR" --model "$T/cfg.json" --init "$T/init.st" --data "$DATA" --tp "$tp" --batch-size "$b" --grad-accum "$n" "$@" "${HP[@]}"
              --log-every 100 --out "$T/$name.json" --save "$T/$name.st")
   [ "$w" -gt 1 ] && cmd=("${MPIRUN[@]}" -np "$w" "${cmd[@]}")
   must "reference_${name}_run" timeout 600 "${cmd[@]}" >"$T/$name.log" 2>&1 || return
@@ -57,6 +58,11 @@ engine 1x8 1 8
 engine 2x4 2 4
 engine 4x2 4 2
 engine 8x1 8 1
+# gradient accumulation: the same global batch of 8 in micro-batches (1 rank: 4 of 2; 2x2: 2 of 2 per DP
+# rank, both reduce modes)
+engine 1x1_accum4 1 1 4
+engine 2x2_accum2 2 2 2
+engine 2x2_accum2_last 2 2 2 --accum-reduce last
 
 # --- divergence on a non-finite gradient norm with a finite loss (design 10: exit 4). A crafted
 # init: all layer weights 0 (layers add nothing), token 0 embeds as e0, the final norm weight is 2e-38
