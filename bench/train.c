@@ -48,7 +48,7 @@ static const cli_opt OPTS[] = {
     {"no-sequence-parallel", CLI_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
     {"sp-activations", CLI_STR, F(sp_activations), "local|gathered", "sequence parallel: save each column-parallel block's input as the sequence shard and all-gather it again in backward (local), or save it all-gathered (gathered)"},
     {"no-prefetch", CLI_OFF, F(prefetch), NULL, "do not prefetch the next FSDP unit"},
-    {"checkpoint-activations", CLI_OPT, F(ckpt), "[none|full|every:K]", "keep only the input of every layer (full, the bare flag) or of every K-th (layers K, 2K, ...); recompute it in backward"},
+    {"checkpoint-activations", CLI_OPT, F(ckpt), "[none|full|every:K]", "keep only the input of every layer (full, the bare flag) or of the first of every K (layers 1, K+1, 2K+1, ...); recompute it in backward"},
     {"backend", CLI_STR, F(backend), "cpu|cuda", "compute backend"},
     {"comm", CLI_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)"},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 on cuda, fp32 on cpu; --plan takes either)"},
