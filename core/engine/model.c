@@ -436,6 +436,23 @@ static void forward_layers(model_t *M, int train) {
 }
 
 int model_layer_checkpointed(const model_opts *o, int i) { return o->checkpoint > 0 && i % o->checkpoint == 0; }
+int model_parse_checkpointing(const char *s, const model_config *c, int *checkpoint, char *err, size_t errlen) {
+    long long k = 0;
+    if (!strcmp(s, "none") || !strcmp(s, "full")) k = !strcmp(s, "full");
+    else if (strncmp(s, "every:", 6)) {
+        snprintf(err, errlen, "--checkpoint-activations must be none, full or every:K (got '%.80s')", s);
+        return -1;
+    } else if (parse_int(s + 6, 1, 2147483647LL, &k)) {
+        snprintf(err, errlen, "--checkpoint-activations %.80s: K must be a positive integer (every:1 is full)", s);
+        return -1;
+    } else if (k > c->num_hidden_layers) {
+        snprintf(err, errlen, "--checkpoint-activations %.80s: K is more than the %d layers of model %s (every:%d recomputes the "
+                 "first layer only)", s, c->num_hidden_layers, c->name, c->num_hidden_layers);
+        return -1;
+    }
+    *checkpoint = (int)k;
+    return 0;
+}
 int model_micro_batches(const model_opts *o) { return o->grad_accum > 1 ? o->grad_accum : 1; }
 void model_accum_begin(model_t *M, int micro, int nmicro) { fsdp_accum_begin(&M->fsdp, micro, nmicro); }
 

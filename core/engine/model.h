@@ -67,6 +67,9 @@ void model_init_params(model_t *M, uint64_t seed);
 void model_accum_begin(model_t *M, int micro, int nmicro);
 /* 1 when layer i (from 0) keeps only its input and is recomputed in backward */
 int model_layer_checkpointed(const model_opts *o, int i);
+/* --checkpoint-activations none|full|every:K of a model of c's layers as model_opts.checkpoint (0, 1, K);
+ * -1 with one line in err for another value, K < 1 or K > the layers */
+int model_parse_checkpointing(const char *s, const model_config *c, int *checkpoint, char *err, size_t errlen);
 /* micro-batches per step of o (at least 1) */
 int model_micro_batches(const model_opts *o);
 

@@ -335,18 +335,8 @@ static int check_cfg(run_t *R) {
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
     if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
-    int ckpt = 0;
-    if (!strcmp(o->ckpt, "full")) ckpt = 1;
-    else if (!strncmp(o->ckpt, "every:", 6)) {
-        long long k;
-        if (parse_int(o->ckpt + 6, 1, 2147483647LL, &k))
-            BAD("--checkpoint-activations %s: K must be a positive integer (every:1 is full)", o->ckpt);
-        if (k > R->cfg.num_hidden_layers)
-            BAD("--checkpoint-activations %s: K is more than the %d layers of model %s (every:%d recomputes the first layer only)",
-                o->ckpt, R->cfg.num_hidden_layers, R->cfg.name, R->cfg.num_hidden_layers);
-        ckpt = (int)k;
-    } else if (strcmp(o->ckpt, "none"))
-        BAD("--checkpoint-activations must be none, full or every:K (got '%s')", o->ckpt);
+    int ckpt;
+    if (model_parse_checkpointing(o->ckpt, &R->cfg, &ckpt, err, sizeof err)) BAD("%s", err);
     if (o->grad_accum_set && (o->grad_accum < 1 || o->grad_accum > PLAN_MAX_GRAD_ACCUM))
         BAD("--grad-accum must be in 1..%d (got %d)", PLAN_MAX_GRAD_ACCUM, o->grad_accum);
     if (o->global_batch_set && o->global_batch < 1) BAD("--global-batch must be >= 1 (got %d)", o->global_batch);
