@@ -8,6 +8,7 @@
 # per rank, collectives carried by MPI when their stream reaches them). Work runs lazily with the
 # streams interleaved by MESHSWEEP_EMU_SEED, different for each run, so a missing event wait between
 # the NCCL and compute streams or a premature free shows up as a wrong loss or an emulator error.
+# Gradient accumulation (both reduce modes, and over NCCL with SP) on device buffers too.
 # Losses must match the CPU backend; the plan must equal the measured peak on the device backend
 # too; after the first step a step makes no cudaMalloc, cudaFree or device synchronisation (the
 # emulator's counters); a failing ncclGetUniqueId or ncclCommInitRank ends every rank with one line.
@@ -43,7 +44,7 @@ run() { # NAME NP TP B EXTRA...
   local name=$1 np=$2 tp=$3 b=$4; shift 4
   if timeout 600 "${MPIRUN[@]}" -np "$np" "$O/train" "${COMMON[@]}" --backend cuda --dtype fp32 --tp "$tp" --batch-size "$b" "$@" \
        --out "$T/$name.json" >"$T/$name.log" 2>&1; then
-    /usr/bin/python3 tests/tools/compare.py runs "cuda_engine_emu_${name}_losses" "$T/cpu.json" "$T/$name.json" 1e-4 1e-3
+    /usr/bin/python3 tests/tools/compare.py runs "cuda_engine_emu_${name}_losses" "$T/${REF:-cpu}.json" "$T/$name.json" 1e-4 1e-3
     /usr/bin/python3 - "$name" "$T/$name.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2])); m = r["memory"]
@@ -63,6 +64,11 @@ PY
 run 1x1 1 1 2
 run 1x2_sp 2 2 2
 run 2x1_fsdp 2 1 1
+# gradient accumulation on device buffers (the sum so far copied into the unsharded gradient, or the
+# unsharded gradient kept): 2 micro-batches of 1 per DP rank against the CPU run of batch 4
+"$BUILD/train" "${COMMON[@]}" --batch-size 4 --out "$T/cpu4.json" 2>"$T/cpu4.err" || fail cuda_engine_emu_cpu4_ref "$(tail -2 "$T/cpu4.err")"
+REF=cpu4 run 2x1_accum_each 2 1 1 --grad-accum 2
+REF=cpu4 run 2x1_accum_last 2 1 1 --grad-accum 2 --accum-reduce last
 # core/engine/comm_nccl.c over the emulated NCCL: one emulated GPU per rank, a different seed per run
 # (one layer and T = 8 keep the emulator's time down; the CPU reference is the same small run)
 cat > "$T/m1.json" <<'JSON'
@@ -71,11 +77,11 @@ cat > "$T/m1.json" <<'JSON'
 JSON
 SMALL=(--model "$T/m1.json" --seq-len 8 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
 "$BUILD/train" "${SMALL[@]}" --batch-size 2 --out "$T/cpu_small.json" 2>"$T/cpu_small.err" || fail cuda_engine_emu_cpu_small_ref "$(tail -2 "$T/cpu_small.err")"
-run_nccl() { # NAME NP TP B SEED
-  local name=$1 np=$2 tp=$3 b=$4 seed=$5
+run_nccl() { # NAME NP TP B SEED EXTRA...
+  local name=$1 np=$2 tp=$3 b=$4 seed=$5; shift 5
   if MESHSWEEP_EMU_DEVICES=4 MESHSWEEP_EMU_SEED=$seed timeout 600 "${MPIRUN[@]}" -np "$np" "$O/train" "${SMALL[@]}" \
-       --backend cuda --dtype fp32 --tp "$tp" --batch-size "$b" --comm nccl --out "$T/$name.json" >"$T/$name.log" 2>&1; then
-    /usr/bin/python3 tests/tools/compare.py runs "cuda_engine_emu_${name}_losses" "$T/cpu_small.json" "$T/$name.json" 1e-4 1e-3
+       --backend cuda --dtype fp32 --tp "$tp" --batch-size "$b" --comm nccl "$@" --out "$T/$name.json" >"$T/$name.log" 2>&1; then
+    /usr/bin/python3 tests/tools/compare.py runs "cuda_engine_emu_${name}_losses" "$T/${REF:-cpu_small}.json" "$T/$name.json" 1e-4 1e-3
   else
     fail "cuda_engine_emu_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"
   fi
@@ -83,6 +89,9 @@ run_nccl() { # NAME NP TP B SEED
 run_nccl nccl_1x2 2 2 2 11
 run_nccl nccl_2x1 2 1 1 12
 run_nccl nccl_2x2 4 2 1 13
+# accumulation over NCCL with sequence parallel (2x2: 2 micro-batches of 1 per DP rank, global 4)
+"$BUILD/train" "${SMALL[@]}" --batch-size 4 --out "$T/cpu_small4.json" 2>"$T/cpu_small4.err" || fail cuda_engine_emu_cpu_small4_ref "$(tail -2 "$T/cpu_small4.err")"
+REF=cpu_small4 run_nccl nccl_2x2_accum 4 2 1 14 --grad-accum 2
 for n in nccl_1x2 nccl_2x1 nccl_2x2; do
   [ -s "$T/$n.json" ] || continue
   /usr/bin/python3 - "$n" "$T/$n.json" <<'PY'
