@@ -64,10 +64,10 @@ PY
 run 1x1 1 1 2
 run 1x2_sp 2 2 2
 run 2x1_fsdp 2 1 1
-# gradient accumulation on device buffers (the sum so far copied into the unsharded gradient, or the
-# unsharded gradient kept): 2 micro-batches of 1 per DP rank against the CPU run of batch 4
+# gradient accumulation on device buffers with the unsharded gradient kept over the micro-batches: 2
+# micro-batches of 1 per DP rank against the CPU run of batch 4 (the sum so far copied into the
+# unsharded gradient, the default: nccl_2x2_accum below)
 "$BUILD/train" "${COMMON[@]}" --batch-size 4 --out "$T/cpu4.json" 2>"$T/cpu4.err" || fail cuda_engine_emu_cpu4_ref "$(tail -2 "$T/cpu4.err")"
-REF=cpu4 run 2x1_accum_each 2 1 1 --grad-accum 2
 REF=cpu4 run 2x1_accum_last 2 1 1 --grad-accum 2 --accum-reduce last
 # core/engine/comm_nccl.c over the emulated NCCL: one emulated GPU per rank, a different seed per run
 # (one layer and T = 8 keep the emulator's time down; the CPU reference is the same small run)
