@@ -59,6 +59,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 /* ---- thread and block coordinates ---------------------------------------------------------- */
 struct dim3 {
@@ -860,4 +861,5 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
                            ct, ldc);
 }
 #include "kernels/cuda/cuda_emu_mma.cuh" /* warp-level matrix operations (mma.sync) */
+#include "kernels/cuda/cuda_emu_ptx.cuh" /* cp.async, ldmatrix, ex2.approx */
 #endif
