@@ -42,7 +42,7 @@ typedef struct {
     float *x, *h, *in, *q, *k, *v, *att, *gate, *up, *act, *dx, *dq, *dk, *dv, *dgate, *dup, *w, *din, *logits;
     float *wnorm;
     /* fp32 */
-    float *rstd, *lse, *dw, *logits32, *mx, *se, *tl, *loss, *p, *g, *m, *vv;
+    float *rstd, *lse, *ws, *dw, *logits32, *mx, *se, *tl, *loss, *p, *g, *m, *vv;
     int32_t *tok;
     size_t nopt; /* elements AdamW and sumsq are timed on */
     /* the GEMM being timed */
@@ -95,7 +95,7 @@ static void b_att_fwd(void *p) {
 }
 static void b_att_bwd(void *p) {
     ctx_t *c = p;
-    D->attention_backward(c->dq, c->dk, c->dv, NULL, c->att, c->att, c->lse, c->q, c->k, c->v, c->B, c->T, c->H,
+    D->attention_backward(c->dq, c->dk, c->dv, c->ws, c->att, c->att, c->lse, c->q, c->k, c->v, c->B, c->T, c->H,
                           c->KV, c->hd);
 }
 static void b_norm_fwd(void *p) {
@@ -261,7 +261,8 @@ int main(int argc, char **argv) {
     c.dq = cbuf(N * c.nq); c.dk = cbuf(N * c.nkv); c.dv = cbuf(N * c.nkv);
     c.gate = cbuf(N * c.f); c.up = cbuf(N * c.f); c.act = cbuf(N * c.f); c.dgate = cbuf(N * c.f); c.dup = cbuf(N * c.f);
     c.w = cbuf(wmax); c.din = cbuf(N * amax); c.in = cbuf(N * amax); c.logits = cbuf(N * c.V); c.wnorm = cbuf(c.d);
-    c.rstd = fbuf(N); c.lse = fbuf((size_t)c.B * c.H * c.T); c.dw = fbuf(wmax); c.logits32 = fbuf(N * c.V);
+    c.rstd = fbuf(N); c.lse = fbuf((size_t)c.B * c.H * c.T);
+    c.ws = fbuf(attention_flash_ws_floats(c.B, c.T, c.H, c.KV, c.hd)); c.dw = fbuf(wmax); c.logits32 = fbuf(N * c.V);
     c.mx = fbuf(N); c.se = fbuf(N); c.tl = fbuf(N); c.loss = fbuf(N);
     const int64_t nparams = config_num_params(&mc);
     c.nopt = (size_t)nparams < ((size_t)1 << 28) ? (size_t)nparams : ((size_t)1 << 28);

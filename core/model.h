@@ -18,7 +18,8 @@ typedef struct model_opts {
     int prefetch;
     int checkpoint;           /* activation checkpointing: keep only each layer's input */
     int abytes;               /* bytes per activation / compute-copy element: 4 (fp32) or 2 (bf16, plan only) */
-    int attention_no_ws;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do) */
+    int attention_flash;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do), the
+                               * backward attention_flash_ws_floats (kernels.h) instead, the forward none */
 } model_opts;
 
 typedef struct layer_acts {

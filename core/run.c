@@ -334,7 +334,7 @@ static int check_cfg(run_t *R) {
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
                          .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2,
-                         .attention_no_ws = !strcmp(o->backend, "cuda")};
+                         .attention_flash = !strcmp(o->backend, "cuda")};
     return 0;
 }
 

@@ -46,7 +46,8 @@ typedef struct ops {
     void (*rope_backward)(float *din, const float *dout, const float *tab, int B, int T, int nh, int hd);
     /* causal softmax attention with GQA: q[B,T,H*hd], k,v[B,T,KV*hd] -> out[B,T,H*hd], scale 1/sqrt(hd),
        query head j uses kv head j/(H/KV). lse[B,H,T] (log-sum-exp of scaled scores) is saved for backward;
-       no [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats. */
+       no [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats on the CPU; on CUDA the forward
+       takes none and the backward attention_flash_ws_floats(B, T, H, KV, hd). */
     void (*attention_forward)(float *out, float *lse, float *ws, const float *q, const float *k, const float *v,
                               int B, int T, int H, int KV, int hd);
     void (*attention_backward)(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
@@ -104,8 +105,15 @@ typedef struct ops {
 static inline size_t rope_table_floats(int T, int hd) { return (size_t)T * (size_t)(hd / 2) * 2u; }
 void rope_table_fill(float *tab, const double *inv_freq, int T, int hd);
 
-/* floats of workspace attention_forward/backward need for sequence length T */
+/* floats of workspace attention_forward/backward need for sequence length T (the CPU kernels) */
 static inline size_t attention_ws_floats(int T) { return 2u * (size_t)T * (size_t)T; }
+/* floats of workspace the CUDA flash attention_backward needs (its forward needs none): D =
+ * rowsum(dO ⊙ O) per query row (B·H·T, rounded up to 4 floats), and with GQA (H > KV) every query
+ * head's fp32 dK and dV before the sum over its group (2·B·T·H·hd) */
+static inline size_t attention_flash_ws_floats(int B, int T, int H, int KV, int hd) {
+    const size_t d = ((size_t)B * H * T + 3u) / 4u * 4u;
+    return d + (H != KV ? 2u * (size_t)B * T * H * hd : 0u);
+}
 
 extern const ops_t ops_cpu;
 extern const ops_t ops_null;

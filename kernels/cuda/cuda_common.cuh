@@ -115,7 +115,7 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
 }
 
 /* ---- storage types: fp32 and bf16 ----------------------------------------------------------
- * The kernels of ops_cuda.cu and attention.cu are templates on the storage type S of their
+ * The kernels of ops_cuda.cu and attention_scalar.cu are templates on the storage type S of their
  * compute-precision (C-typed) arguments: S = float for ops_cuda, S = bf16s for ops_cuda_bf16.
  * They always load into float, compute in float and store through cstore, so the fp32
  * instantiation is the plain fp32 code (cload/cstore are the identity there). bf16s is a struct,
@@ -146,19 +146,18 @@ cublasHandle_t cuda_cublas(void);
 void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate);
 void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w, int N, int Cin,
                           int Cout);
-/* attention.cu: the fp32 entry points of ops_cuda, and the templates they instantiate (defined
- * for S = float and S = bf16s); lse and ws are fp32 in both */
+/* attention.cu: the fp32 entry points of ops_cuda and the bf16 ones of ops_cuda_bf16; lse and ws
+ * are fp32 in both (ws: attention_flash_ws_floats floats, needed by the bf16 tensor-core backward) */
 void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v, int B,
                             int T, int H, int KV, int hd);
 void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
                              const float *lse, const float *q, const float *k, const float *v, int B, int T, int H,
                              int KV, int hd);
-template <typename S>
-void cuda_attention_forward_t(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,
-                              int hd);
-template <typename S>
-void cuda_attention_backward_t(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse, const S *q,
-                               const S *k, const S *v, int B, int T, int H, int KV, int hd);
+void cuda_attention_forward_bf16(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T,
+                                 int H, int KV, int hd);
+void cuda_attention_backward_bf16(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16s *dout, const bf16s *out,
+                                  const float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T,
+                                  int H, int KV, int hd);
 /* ops_cuda.cu: the ops whose arguments have the compute precision, as templates on the storage
  * type S (defined for S = float and S = bf16s; the fp32 ones are what ops_cuda holds). Arguments
  * typed float stay fp32 for both: rstd, the weight gradients of embedding and rmsnorm, the
