@@ -33,7 +33,7 @@ ifneq ($(CUDA_SRCS),)
 endif
 endif
 
-LIB_SRCS := $(wildcard core/*.c) $(wildcard kernels/cpu/*.c)
+LIB_SRCS := $(wildcard core/*/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
@@ -91,12 +91,12 @@ test: deps
 	BUILD=$(BUILD) NVCC="$(NVCC)" bash tests/run.sh
 
 test-gpu: all
-	BUILD=$(BUILD) bash tests/run_gpu.sh
+	BUILD=$(BUILD) bash gpukit/run_gpu.sh
 
 # `make gpu-kit`: the binaries + the Debian runtime packages they need, for a bare CUDA machine
 # (README: "Running on a GPU machine that lacks the packages"); tests/t_gpu_kit.sh checks it.
 gpu-kit: all
-	BUILD=$(BUILD) bash tests/gpu_kit/make_kit.sh
+	BUILD=$(BUILD) bash gpukit/make_kit.sh
 
 SWEEP ?= sweeps/default.json
 sweep: deps
@@ -120,12 +120,12 @@ need_pkg = command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then ech
 # parsers, each run for FUZZ_RUNS executions (default 1M) or FUZZ_TIME seconds, whichever ends first;
 # fails on any crash, sanitizer report, oracle failure, or fewer executions than FUZZ_RUNS.
 FUZZ_TARGETS := size hf_config sweep_spec safetensors
-FUZZ_SRCS := core/config.c core/sweep_spec.c core/safetensors.c core/errmsg.c
+FUZZ_SRCS := core/formats/config.c core/sweep/spec.c core/formats/safetensors.c core/common/errmsg.c
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_RUNS ?= 1000000
 FUZZ_TIME ?= 900
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_SRCS) core/config.h core/sweep_spec.h core/safetensors.h
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_SRCS) core/formats/config.h core/sweep/spec.h core/formats/safetensors.h
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_SRCS) -ljansson -lm -o $@
 fuzz:
@@ -135,7 +135,7 @@ fuzz:
 
 # `make lint`: cppcheck and clang-tidy (clang-analyzer-* and bugprone-*) over the engine, kernels and
 # programs, with the include paths mpicc uses; any finding fails. Suppressions: tests/lint/.
-LINT_SRCS := $(wildcard core/*.c) $(wildcard kernels/cpu/*.c) $(wildcard bench/*.c)
+LINT_SRCS := $(wildcard core/*/*.c) $(wildcard kernels/cpu/*.c) $(wildcard bench/*.c)
 LINT_INC := -I. -I$(BLAS_INC) $(shell mpicc --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed '/^$$/d; s/^/-I/')
 lint:
 	@$(call need_pkg,cppcheck,cppcheck)

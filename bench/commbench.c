@@ -2,7 +2,7 @@
  * `mpirun -np W build/commbench --tp T` splits the world into the TP groups (consecutive ranks) and
  * DP groups (strided) of the dp×tp mesh with comm_mpi_groups, and for each group kind and each
  * collective the engine uses (all-reduce, all-gather, reduce-scatter by both algorithms of
- * core/comm.c) times sizes doubling from --min-bytes to --max-bytes through the core/comm.h calls
+ * core/engine/comm.c) times sizes doubling from --min-bytes to --max-bytes through the core/engine/comm.h calls
  * themselves, so what is measured is what the engine runs. All groups of one kind run at the same
  * time, as they do in training (NCCL_TESTS_SPLIT does the same).
  * One harness owns warm-up, timing (barrier on the group first; time = max over ranks of the mean),
@@ -27,13 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/agree.h"
-#include "core/cli.h"
-#include "core/comm.h"
-#include "core/config.h"
-#include "core/mesh.h"
-#include "core/metrics.h"
-#include "core/record.h"
+#include "core/run/agree.h"
+#include "core/common/cli.h"
+#include "core/engine/comm.h"
+#include "core/formats/config.h"
+#include "core/engine/mesh.h"
+#include "core/run/metrics.h"
+#include "core/run/record.h"
 
 /* ------------------------------------------------------------------ options */
 typedef struct opts {

@@ -9,7 +9,7 @@
  * backward 2.5× that, the FlashAttention convention). Then a step breakdown: each op's time times
  * its calls per step (the op sequence of one dp = tp = 1 step: L layers forward and backward, the
  * head, the loss, AdamW and the grad norm over all parameters), their sum, and the MFU that sum
- * would give with the engine's FLOPs/token (core/metrics) against the device's datasheet peak.
+ * would give with the engine's FLOPs/token (core/run/metrics) against the device's datasheet peak.
  * AdamW and the norm are timed on at most 2^28 elements and scaled to the parameter count.
  * What it is not: the engine: the sum leaves out communication, allocation and launch gaps; the
  * engine's own step time is what bench/gpu_bench.sh measures with build/train next to it.
@@ -18,8 +18,8 @@
  * Usage: build/gpu_bench [--model NAME|PATH] [--batch-size B] [--seq-len T] [--reps R] [--json FILE]
  *        build/gpu_bench --small [--json FILE]
  */
-#include "core/config.h"
-#include "core/metrics.h"
+#include "core/formats/config.h"
+#include "core/run/metrics.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

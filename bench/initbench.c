@@ -1,16 +1,16 @@
 /* bench/initbench.c — how long initialisation of one rank's owned slices takes (design 4.2,
- * core/init.c): builds the model's FSDP state for one rank of a mesh with the null kernel table (no
+ * core/engine/init.c): builds the model's FSDP state for one rank of a mesh with the null kernel table (no
  * device, nothing allocated but the host buffer of one unit at a time) and times model_init_params,
  * the same host code a real run executes before copying each unit to the device.
  * Prints the owned element count, the thread count, wall seconds and CPU seconds (user + system of
  * the process, so a loaded machine still gives the work per element) and ns of CPU per element.
  *   build/initbench --model llama3.2-1b [--world 1 --tp 1 --rank 0] [--threads N] [--seed 1337]
  * Not a test: it asserts nothing (speed is measured, never asserted; README "GPU backend"). */
-#include "core/cli.h"
-#include "core/config.h"
-#include "core/init.h"
-#include "core/mem.h"
-#include "core/model.h"
+#include "core/common/cli.h"
+#include "core/formats/config.h"
+#include "core/engine/init.h"
+#include "core/engine/mem.h"
+#include "core/engine/model.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ static const cli_opt OPTS[] = {
     {"world", CLI_INT, F(world), "W", "ranks of the mesh (default 1)"},
     {"tp", CLI_INT, F(tp), "N", "tensor-parallel degree (default 1)"},
     {"rank", CLI_INT, F(rank), "R", "the rank whose owned slices are generated (default 0)"},
-    {"threads", CLI_INT, F(threads), "N", "host threads (default: as a run picks them, core/init.c)"},
+    {"threads", CLI_INT, F(threads), "N", "host threads (default: as a run picks them, core/engine/init.c)"},
     {"seed", CLI_LL, F(seed), "N", "initialisation seed (default 1337)"},
     {"help", CLI_ON, F(help), NULL, "this text"},
 };

@@ -2,10 +2,10 @@
  *   mkdata [--format F] [--dtype T] TEXT_FILE OUTDIR   byte-level tokens of a text (V = 256): the last
  *       floor(n/20) tokens (5%) to OUTDIR/val.*, the rest to OUTDIR/train.*;
  *   mkdata --convert [--format F] [--dtype T] TOKENS OUT   any token file build/train reads, rewritten as F.
- * The formats and their writers are core/data.h and core/data_write.c (atomic: temp file, fsync,
+ * The formats and their writers are core/formats/data.h and core/formats/data_write.c (atomic: temp file, fsync,
  * rename). Not a tokenizer: no BPE, no vocabulary file. */
-#include "core/data.h"
-#include "core/data_write.h"
+#include "core/formats/data.h"
+#include "core/formats/data_write.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* bench/profile_step.c — per-kernel time breakdown of one 1-rank training step (build/profile_step).
  *
- * What it is: a benchmark harness that replays the op sequence of core/model.c's forward+backward
+ * What it is: a benchmark harness that replays the op sequence of core/engine/model.c's forward+backward
  * at tp = dp = 1 (plus grad zeroing, the grad-norm sum of squares and AdamW) by calling ops_cpu
  * directly with the model's shapes, on buffers allocated once, and prints a markdown table of the
  * median time per op kind per step (thread CPU time, so a loaded machine inflates it less than wall
@@ -10,7 +10,7 @@
  * Usage: build/profile_step [--model NAME|PATH.json] [--batch-size B] [--seq-len T] [--reps R]
  *        build/profile_step --sgemm     only the single-thread SGEMM rate, in wall and in CPU time
  */
-#include "core/config.h"
+#include "core/formats/config.h"
 #include "kernels/kernels.h"
 
 #include <cblas.h>

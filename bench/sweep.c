@@ -1,7 +1,7 @@
 /* bench/sweep.c — build/sweep: run one sweep spec (design 9). Parses the options and calls the
- * runner (core/sweep_run.c), which launches build/train per mesh and writes the results folder.
- * Not the runner, the spec parser, process control or the outputs (core/sweep_*.c). */
-#include "core/sweep_run.h"
+ * runner (core/sweep/runner.c), which launches build/train per mesh and writes the results folder.
+ * Not the runner, the spec parser, process control or the outputs (core/sweep/). */
+#include "core/sweep/runner.h"
 
 #include <stdio.h>
 #include <string.h>

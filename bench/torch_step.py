@@ -23,7 +23,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-# The CPU presets of core/config.c (HF LlamaConfig names); keep in sync with config_presets there.
+# The CPU presets of core/formats/config.c (HF LlamaConfig names); keep in sync with config_presets there.
 PRESETS = {
     "tiny": dict(vocab_size=256, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
                  num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=1024),
@@ -130,7 +130,7 @@ class Llama(torch.nn.Module):
 
 
 def flops_per_token(c, T):
-    """6·(N − N_embedding) + 12·L·d·T, as core/metrics.c (PaLM / torchtitan convention)."""
+    """6·(N − N_embedding) + 12·L·d·T, as core/run/metrics.c (PaLM / torchtitan convention)."""
     d, f, L, H, KV, V = (c[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
                                           "num_attention_heads", "num_key_value_heads", "vocab_size"))
     hd = d // H

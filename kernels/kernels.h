@@ -5,7 +5,7 @@
  *   ops_cpu   fp32 reference kernels (kernels/cpu/, GEMM through OpenBLAS cblas_sgemm)
  *   ops_cuda  CUDA kernels + cuBLAS (kernels/cuda/; only when built with nvcc)
  *   ops_null  does nothing: `--plan` runs the engine's allocation sequence through it
- * This file holds no parallelism: collectives live in core/comm, their use in core/tp and core/fsdp.
+ * This file holds no parallelism: collectives live in core/engine/comm, their use in core/engine/tp and core/engine/fsdp.
  *
  * Conventions (as llm.c): outputs first, then inputs and saved state, then dimensions.
  * Activations are row-major [N, C] with N = B*T tokens, b-major (token n = b*T + t).
@@ -86,7 +86,7 @@ typedef struct ops {
     void (*copy)(void *dst, const void *src, size_t bytes);           /* device to device */
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
     void (*from_host)(void *dst, const void *host_src, size_t bytes);
-    /* device memory (the tracked allocator in core/mem calls these; NULL for ops_null) */
+    /* device memory (the tracked allocator in core/engine/mem calls these; NULL for ops_null) */
     void *(*dev_alloc)(size_t bytes);
     void (*dev_free)(void *p);
     void (*synchronize)(void);
@@ -101,7 +101,7 @@ typedef struct ops {
 /* The RoPE table of positions 0..T-1 (host memory; computed once per run, then copied to the device):
  * tab[t·2h + i] = cos(t·inv_freq[i]), tab[t·2h + h + i] = sin(t·inv_freq[i]) for i < h = hd/2, the angle
  * and both functions evaluated in double, stored as fp32. inv_freq comes with rope_scaling applied
- * (core/config: config_rope_inv_freq). */
+ * (core/formats/config: config_rope_inv_freq). */
 static inline size_t rope_table_floats(int T, int hd) { return (size_t)T * (size_t)(hd / 2) * 2u; }
 void rope_table_fill(float *tab, const double *inv_freq, int T, int hd);
 

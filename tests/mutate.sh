@@ -17,47 +17,47 @@ mut() { M+=("$@"); }   # DESCRIPTION REGEX REPLACEMENT FILES SUITES
 mut 'AdamW without bias correction' \
     'float bc1 = \(float\)\(1\.0 - pow\(beta1, t\)\), bc2 = \(float\)\(1\.0 - pow\(beta2, t\)\);' \
     'float bc1 = 1.0f, bc2 = 1.0f; (void)t;' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_optim t_reference'
 mut 'weight decay applied to norm weights' \
     'u->seg\[k\]\.decay \? wd : 0\.0f' \
     'wd' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_optim t_reference'
 mut 'clip coefficient computed but not applied' \
     'if \(coef < 1\.0\) fsdp_scale_grads\(&M->fsdp, \(float\)coef\);' \
     'if (coef < 1.0) (void)coef;' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_optim t_reference'
 mut 'cosine warmup off by one step' \
     'c->lr \* \(s \+ 1\) / c->warmup' \
     'c->lr * s / c->warmup' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_optim t_reference'
 mut 'budget check > becomes >=' \
     'g_st\.total_cur \+ bytes > g_st\.budget' \
     'g_st.total_cur + bytes >= g_st.budget' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_mem t_budget'
 mut 'runtime budget enforcement removed (only the pre-run plan refuses)' \
     'if \(!g_plan\) g_oom\(&g_st\);' \
     '(void)g_oom;' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_mem'
 mut 'AdamW v allocated under grads' \
     'u->v = mem_calloc\(MEM_OPTIMIZER, b\);' \
     'u->v = mem_calloc(MEM_GRADS, b);' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_mem'
 mut 'eval loss divided by the local token count' \
     'return sum / \(\(double\)nb \* R->G \* R->T\);' \
     'return sum / ((double)nb * R->B * R->T);' \
-    'core/*.c bench/*.c' \
+    'core/*/*.c bench/*.c' \
     't_reference'
 mut 'divergence check ignoring a non-finite grad norm' \
     'if \(!isfinite\(loss\) \|\| !isfinite\(norm\)\) \{' \
     'if (!isfinite(loss)) {' \
-    'core/*.c bench/*.c' \
+    'core/*/*.c bench/*.c' \
     't_reference'
 mut 'RoPE wrong only from position 32 on' \
     'double a = \(double\)t \* inv_freq\[i\];' \
@@ -67,17 +67,17 @@ mut 'RoPE wrong only from position 32 on' \
 mut 'grad norm counting replicated norm weights on every TP rank' \
     'fsdp_grad_sumsq\(&M->fsdp, M->mesh\.tp_rank == 0\)' \
     'fsdp_grad_sumsq(&M->fsdp, 1)' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_optim t_reference'
 mut 'vocab-parallel loss: pad logits not masked in the sum of exponentials' \
     'o->ce_sumexp\(se, logits, mx, rows, s->Vl, s->v_valid\);' \
     'o->ce_sumexp(se, logits, mx, rows, s->Vl, s->Vl);' \
-    'core/*.c' \
+    'core/*/*.c' \
     'tp_loss'
 mut 'allocator: at_peak not updated at a new total peak' \
     'g_st\.total_peak = g_st\.total_cur;\n        memcpy\(g_st\.at_peak, g_st\.cur, sizeof g_st\.at_peak\);' \
     'g_st.total_peak = g_st.total_cur;' \
-    'core/*.c' \
+    'core/*/*.c' \
     'test_mem'
 mut 'runner: program output counted as results' \
     'p=\$\(grep -c .\^ok . "\$res"\)' \

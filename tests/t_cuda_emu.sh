@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/t_cuda_emu.sh — the CUDA kernels of kernels/cuda/ *executed* without a GPU: the .cu files are
-# compiled as C++20 against kernels/cuda/cuda_emu.cuh (one host thread per CUDA thread, real block
+# compiled as C++20 against tests/emu/cuda_emu.cuh (one host thread per CUDA thread, real block
 # barriers and warp shuffles, cuBLAS as checked column-major loops) and tests/test_cuda_kernels
 # (ops_cuda, fp32) and tests/test_cuda_bf16 (ops_cuda_bf16) compare every op with the CPU reference;
 # tests/test_cuda_attention checks the emulated mma layout and the tensor-core attention.
@@ -18,7 +18,7 @@ command -v g++ >/dev/null || { skip cuda_emu "no g++"; exit 0; }
 O="$BUILD/emu"; mkdir -p "$O"
 rm -f "$O"/*.o # objects of .cu files that no longer exist must not be linked
 for f in kernels/cuda/[a-z]*.cu; do
-  g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Wall -Wextra -Wno-unknown-pragmas \
+  g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wall -Wextra -Wno-unknown-pragmas \
       -c "$f" -o "$O/$(basename "$f" .cu).o" 2>"$O/build.log" || { fail cuda_emu_build "$f: $(head -5 "$O/build.log")"; exit 1; }
 done
 rc=0
@@ -26,8 +26,8 @@ rc=0
 # (test_cuda_emu_streams), cp.async / ldmatrix / ex2.approx (test_cuda_emu_ptx); their bug variants
 # make the emulator print its reports on stderr: expected, hence 2>/dev/null
 for t in test_cuda_emu_streams test_cuda_emu_ptx; do
-  if g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Wall -Wextra -Wno-unknown-pragmas \
-       "tests/$t.cu" -lpthread -o "$O/$t" 2>"$O/build.log"; then
+  if g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wall -Wextra \
+       -Wno-unknown-pragmas "tests/$t.cu" -lpthread -o "$O/$t" 2>"$O/build.log"; then
     timeout 300 "$O/$t" 2>/dev/null
     r=$?
     [ "$r" -eq 0 ] || { [ "$r" -ne 1 ] && fail "${t#test_}" "exit status $r"; rc=1; }
@@ -48,11 +48,11 @@ done
 # must work end to end (every timed op, the table and the JSON); its emulated times mean nothing.
 # (the engine files it uses are built without MESHSWEEP_CUDA: they need no CUDA, and comm.c would want NCCL)
 mkdir -p "$O/bench"
-mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/config.c -o "$O/bench/config.o" 2>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/metrics.c -o "$O/bench/metrics.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/comm.c -o "$O/bench/comm.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/comm_nccl.c -o "$O/bench/comm_nccl.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/errmsg.c -o "$O/bench/errmsg.o" 2>>"$O/build.log" \
+mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/config.o" 2>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/run/metrics.c -o "$O/bench/metrics.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/comm.c -o "$O/bench/comm.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/comm_nccl.c -o "$O/bench/comm_nccl.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/common/errmsg.c -o "$O/bench/errmsg.o" 2>>"$O/build.log" \
   && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
     bench/gpu_bench.c kernels/cpu/ops_cpu.c "$O"/*.o "$O"/bench/*.o \
     -ljansson -lopenblas -lm -lstdc++ -lpthread -o "$O/gpu_bench_emu" 2>>"$O/build.log" \

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tests/t_cuda_engine_emu.sh — the whole engine on the CUDA backend, without a GPU: build/train is
-# linked against kernels/cuda/*.cu compiled for the host emulator (kernels/cuda/cuda_emu.cuh), so the
+# linked against kernels/cuda/*.cu compiled for the host emulator (tests/emu/cuda_emu.cuh), so the
 # device code paths of the engine run for real: device allocation through ops_cuda's stream-ordered
 # pool, host<->device copies of tokens and losses, FSDP and TP collectives on device buffers through
 # the host-staged MPI fallback (2 ranks "share" the emulator's one GPU, as ranks sharing a GPU do),
-# and through core/comm_nccl.c over the emulated NCCL (kernels/cuda/nccl_emu.cuh: one emulated GPU
+# and through core/engine/comm_nccl.c over the emulated NCCL (tests/emu/nccl_emu.cuh: one emulated GPU
 # per rank, collectives carried by MPI when their stream reaches them). Work runs lazily with the
 # streams interleaved by MESHSWEEP_EMU_SEED, different for each run, so a missing event wait between
 # the NCCL and compute streams or a premature free shows up as a wrong loss or an emulator error.
@@ -19,12 +19,12 @@ O="$BUILD/emu-engine"; mkdir -p "$O/obj"
 BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
 log="$O/build.log"; : > "$log"
 for f in kernels/cuda/[a-z]*.cu; do
-  g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Wno-unknown-pragmas \
+  g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wno-unknown-pragmas \
       -c "$f" -o "$O/obj/cu_$(basename "$f" .cu).o" 2>>"$log" || { fail cuda_engine_emu_build "$f: $(head -5 "$log")"; exit 1; }
 done
-for f in core/*.c kernels/cpu/*.c; do
-  lang=(-std=c11)   # comm_nccl.c: C++ against the emulated CUDA runtime and NCCL (kernels/cuda/nccl_emu.cuh)
-  [ "$f" = core/comm_nccl.c ] && lang=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -DOMPI_SKIP_MPICXX -Wall -Wextra -Wno-unknown-pragmas)
+for f in core/*/*.c kernels/cpu/*.c; do
+  lang=(-std=c11)   # comm_nccl.c: C++ against the emulated CUDA runtime and NCCL (tests/emu/nccl_emu.cuh)
+  [ "$f" = core/engine/comm_nccl.c ] && lang=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -Itests/emu/include -DOMPI_SKIP_MPICXX -Wall -Wextra -Wno-unknown-pragmas)
   mpicc "${lang[@]}" -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC -c "$f" -o "$O/obj/$(echo "$f" | tr / _).o" 2>>"$log" \
     || { fail cuda_engine_emu_build "$f: $(head -5 "$log")"; exit 1; }
 done
@@ -63,7 +63,7 @@ PY
 run 1x1 1 1 2
 run 1x2_sp 2 2 2
 run 2x1_fsdp 2 1 1
-# core/comm_nccl.c over the emulated NCCL: one emulated GPU per rank, a different seed per run
+# core/engine/comm_nccl.c over the emulated NCCL: one emulated GPU per rank, a different seed per run
 # (one layer and T = 8 keep the emulator's time down; the CPU reference is the same small run)
 cat > "$T/m1.json" <<'JSON'
 {"vocab_size": 250, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,

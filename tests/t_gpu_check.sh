@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_gpu_check.sh — tests/gpu_check.sh tells the truth. Its GPU detection is injected
+# tests/t_gpu_check.sh — gpukit/gpu_check.sh tells the truth. Its GPU detection is injected
 # (GPU_CHECK_NVIDIA_SMI points at a fake nvidia-smi), so the FAIL paths run on this machine:
 #   no_gpu      nvidia-smi fails as it does without a driver: every GPU step is `skip ... no GPU`, the
 #               exit is 0, summary.json is valid JSON with every step;
@@ -48,7 +48,7 @@ PY
 
 # ---- no GPU: every GPU step is skip ... no GPU, exit 0
 O=$T/no_gpu
-OUT=$O GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-none bash tests/gpu_check.sh > "$T/no_gpu.out" 2>&1; rc=$?
+OUT=$O GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-none bash gpukit/gpu_check.sh > "$T/no_gpu.out" 2>&1; rc=$?
 check gpu_check_no_gpu_exit_0 [ "$rc" -eq 0 ]
 bad=""
 for s in "${GPU_STEPS[@]}"; do
@@ -58,7 +58,7 @@ done
 check gpu_check_no_gpu_binaries_ok [ "$(status binaries "$O")" = ok ]
 if json_ok "$O" 14 0 2> "$T/j.err"; then ok gpu_check_no_gpu_summary_json; else fail gpu_check_no_gpu_summary_json "$(tail -n 1 "$T/j.err")"; fi
 # and without any nvidia-smi at all
-OUT=$T/no_smi GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/absent bash tests/gpu_check.sh > /dev/null 2>&1; rc=$?
+OUT=$T/no_smi GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/absent bash gpukit/gpu_check.sh > /dev/null 2>&1; rc=$?
 check gpu_check_no_nvidia_smi_exit_0 [ "$rc" -eq 0 ]
 check gpu_check_no_nvidia_smi_skips [ "$(status bench_1b "$T/no_smi")" = skip ]
 
@@ -67,9 +67,9 @@ C=$T/tree; mkdir -p "$C"
 tar -C . --exclude=./build/emu --exclude=./build/emu-engine --exclude=./build/gpu-kit --exclude=./build/gpu-kit-debs \
     --exclude=./build/gpu-kit.tmp --exclude=./build/test-logs --exclude=./build/data --exclude=./build/gpu-check \
     --exclude=./.git --format=posix -cf - . | tar -C "$C" -xf -
-echo '#error injected by t_gpu_check: this file does not compile' >> "$C/core/init.c"
+echo '#error injected by t_gpu_check: this file does not compile' >> "$C/core/engine/init.c"
 O=$T/broken
-OUT=$O GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash "$C/tests/gpu_check.sh" > "$T/broken.out" 2>&1; rc=$?
+OUT=$O GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash "$C/gpukit/gpu_check.sh" > "$T/broken.out" 2>&1; rc=$?
 check gpu_check_broken_build_exit_1 [ "$rc" -eq 1 ]
 if [ "$(status build "$O")" = FAIL ]; then ok gpu_check_broken_build_row_fail
 else fail gpu_check_broken_build_row_fail "build row: $(status build "$O") $(note build "$O")"; fi
@@ -88,7 +88,7 @@ gcc -o "$B/tests/test_cuda_kernels" "$T/k.c" && gcc -o "$B/tests/test_cuda_bf16"
   && cp "$B/train" "$B/initbench" \
   || { fail gpu_check_injected_build "gcc"; exit 1; }
 O=$T/injected
-OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/injected.out" 2>&1; rc=$?
+OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash gpukit/gpu_check.sh > "$T/injected.out" 2>&1; rc=$?
 check gpu_check_injected_exit_1 [ "$rc" -eq 1 ]
 check gpu_check_injected_env_names_gpu grep -q 'NVIDIA H200' "$O/summary.txt"
 want() { # NAME STATUS NOTE-PATTERN
@@ -139,7 +139,7 @@ exit 0
 SH
 chmod +x "$F/train" "$F/initbench" "$F/gpu_bench" "$F/tests/"*
 O=$T/all_ok
-OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/all_ok.out" 2>&1; rc=$?
+OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash gpukit/gpu_check.sh > "$T/all_ok.out" 2>&1; rc=$?
 check gpu_check_fake_ok_exit_0 [ "$rc" -eq 0 ]
 bad=""
 for s in "${GPU_STEPS[@]}"; do [ "$(status "$s" "$O")" = ok ] || bad="$bad $s=$(status "$s" "$O")"; done
@@ -160,7 +160,7 @@ PY
 then ok gpu_check_fake_ok_figures_in_summary_json; else fail gpu_check_fake_ok_figures_in_summary_json "$(tail -n 1 "$T/j.err")"; fi
 for mode in planbad devbad; do
   O=$T/$mode
-  FAKE=$mode OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash tests/gpu_check.sh > "$T/$mode.out" 2>&1; rc=$?
+  FAKE=$mode OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash gpukit/gpu_check.sh > "$T/$mode.out" 2>&1; rc=$?
   if [ "$rc" -eq 1 ] && [ "$(status plan "$O")" = FAIL ] && [ "$(status bench_1b "$O")" = ok ]; then ok "gpu_check_fake_${mode}_plan_fail"
   else fail "gpu_check_fake_${mode}_plan_fail" "exit $rc, plan $(status plan "$O"): $(note plan "$O")"; fi
 done
@@ -168,7 +168,7 @@ done
 # ---- the budget spent before the GPU steps: not started, said so, and not a failure
 O=$T/no_time
 OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_BUDGET_S=5 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 GPU_CHECK_T0=$(( $(date +%s) - 60 )) \
-  bash tests/gpu_check.sh > "$T/no_time.out" 2>&1; rc=$?
+  bash gpukit/gpu_check.sh > "$T/no_time.out" 2>&1; rc=$?
 bad=""
 for s in cuda_kernels cuda_bf16 cpu_vs_cuda bench_1b mesh_1x1 mesh_2x4 gpu_bench; do
   [ "$(status "$s" "$O")" = skip ] && note "$s" "$O" | grep -q 'out of time' || bad="$bad $s=$(status "$s" "$O")"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tests/t_mem_auto.sh — `--mem-budget auto` and `--gpu NAME` end to end.
 #   plan: `--plan --gpu NAME --batch-size max` plans against the table's usable − overhead − reserve
-#         (core/gpus.c) and gives the same batch as `--mem-budget` of that many bytes; bad
+#         (core/engine/gpus.c) and gives the same batch as `--mem-budget` of that many bytes; bad
 #         combinations are one line and exit 2.
 #   run:  build/train --backend cuda --mem-budget auto through the host emulator (kernels/cuda compiled
-#         against kernels/cuda/cuda_emu.cuh, whose device reports 1 GiB free of 2 GiB): the budget is
+#         against tests/emu/cuda_emu.cuh, whose device reports 1 GiB free of 2 GiB): the budget is
 #         free − reserve exactly, the record's memory.device has total, runtime_overhead, reserve and
 #         budget_auto, the first progress line shows them, and a reserve that takes everything is exit 2.
 # What the emulator cannot show: what a real device has free after a real context, cuBLAS and NCCL.
@@ -45,11 +45,11 @@ O="$BUILD/emu-auto"; mkdir -p "$O/obj"; rm -f "$O"/obj/*.o
 BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
 log="$O/build.log"; : > "$log"
 for f in kernels/cuda/[a-z]*.cu; do
-  g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Wno-unknown-pragmas \
+  g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wno-unknown-pragmas \
       -c "$f" -o "$O/obj/cu_$(basename "$f" .cu).o" 2>>"$log" || { fail mem_auto_emu_build "$f: $(head -5 "$log")"; exit 1; }
 done
-for f in core/*.c kernels/cpu/*.c; do
-  def=-DMESHSWEEP_CUDA; [ "$f" = core/comm_nccl.c ] && def=
+for f in core/*/*.c kernels/cpu/*.c; do
+  def=-DMESHSWEEP_CUDA; [ "$f" = core/engine/comm_nccl.c ] && def=
   mpicc -std=c11 -D_GNU_SOURCE -O2 $def -I. -I$BLAS_INC -c "$f" -o "$O/obj/$(echo "$f" | tr / _).o" 2>>"$log" \
     || { fail mem_auto_emu_build "$f: $(head -5 "$log")"; exit 1; }
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_tp_loss.sh — the vocab-parallel cross-entropy of core/tp.c over 2, 3 and 4 TP ranks with a
+# tests/t_tp_loss.sh — the vocab-parallel cross-entropy of core/engine/tp.c over 2, 3 and 4 TP ranks with a
 # padded vocabulary (tests/test_tp_loss.c against a full-vocabulary double reference; rank 0 reports).
 source "$(dirname "$0")/lib.sh"
 B="$BUILD/tests/test_tp_loss"

@@ -4,8 +4,9 @@
  * a random 16x16x8 bf16 tile, its fragments filled by scalar loads and by cp.async + ldmatrix as the
  * kernels fill them): D must match a host product, and the same tile with a wrong layout (A
  * transposed; B by the plain ldmatrix instead of .trans) must NOT match, so a wrong fragment layout
- * cannot pass (in the emulator, kernels/cuda/cuda_emu_mma.cuh and cuda_emu_ptx.cuh rebuild the
- * matrices from the documented per-lane layouts; on a GPU it is the real instructions). Then causal attention forward
+ * cannot pass (in the emulator, tests/emu/cuda_emu_mma.cuh and cuda_emu_ptx.cuh rebuild the
+ * matrices from the documented per-lane layouts; on a GPU it is the real instructions). Then
+ * causal attention forward
  * (out, lse) and backward (dq, dk, dv accumulated into non-zero gradients, and each gradient alone
  * with the others NULL) at head dims 64 and 128, with GQA and MQA, T a multiple of the 64-row tile,
  * T not one, and several batches; each case also checks that the tensor-core kernels ran (the bf16

@@ -210,7 +210,7 @@ int main(void) {
     test_embedding();
     test_rmsnorm();
     test_rope();
-    /* the emulator (kernels/cuda/cuda_emu.cuh) runs one host thread per CUDA thread: skip the
+    /* the emulator (tests/emu/cuda_emu.cuh) runs one host thread per CUDA thread: skip the
        largest attention case there */
     test_attention(strcmp(name, "emulated device") == 0);
     test_swiglu();

@@ -1,5 +1,5 @@
 /* tests/test_cuda_emu_ptx.cu — self-test of the emulated PTX instructions of
- * kernels/cuda/cuda_emu_ptx.cuh: cp.async (ca 4/8/16, cg 16, zero fill, commit_group, wait_group N),
+ * tests/emu/cuda_emu_ptx.cuh: cp.async (ca 4/8/16, cg 16, zero fill, commit_group, wait_group N),
  * ldmatrix (x1/x2/x4, .trans) and ex2.approx.
  * Each rule is checked from both sides: the right use gives the right data, and the mistake the
  * rule exists to catch gives wrong data or an emulator report — a read before the matching wait,

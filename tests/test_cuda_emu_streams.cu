@@ -1,5 +1,5 @@
 /* tests/test_cuda_emu_streams.cu — self-test of the host emulator's asynchronous model
- * (kernels/cuda/cuda_emu.cuh): lazy queues, seeded interleaving of streams, the legacy default
+ * (tests/emu/cuda_emu.cuh): lazy queues, seeded interleaving of streams, the legacy default
  * stream's implicit ordering, events, launch arguments copied at the launch, the stream-ordered
  * pool and the detection of frees of memory that queued work still uses.
  * Each bug the emulator is meant to expose is run twice: with the bug (the emulator must show it:

@@ -210,7 +210,7 @@ int main(void) {
     cuda_mem_info(&fr, &tot);
     CHECK(tot > 0 && fr <= tot, "cuda_mem_info", "free %zu total %zu", fr, tot);
     D = &ops_cuda;
-    /* the emulator (kernels/cuda/cuda_emu.cuh) runs one host thread per CUDA thread: skip the
+    /* the emulator (tests/emu/cuda_emu.cuh) runs one host thread per CUDA thread: skip the
        largest attention case there */
     run_all(1, strcmp(name, "emulated device") == 0);
     return check_exit();

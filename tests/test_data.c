@@ -1,11 +1,11 @@
-/* tests/test_data.c — token files (core/data.c, core/data_write.c) and build/mkdata: every format and
+/* tests/test_data.c — token files (core/formats/data.c, core/formats/data_write.c) and build/mkdata: every format and
  * dtype read back token for token against what was written, the same batches from every format,
  * hand-built files in each format's layout (so the writer is not checked only against itself), every
  * inconsistency as one line naming the file, a sparse multi-GB file opened in constant memory (with
  * the id scan's rate printed for the README), synthetic tokens and the batch layout of design 4.3.
  * Fixtures are generated at run time into a fresh temp dir, removed at the end. */
-#include "core/data.h"
-#include "core/data_write.h"
+#include "core/formats/data.h"
+#include "core/formats/data_write.h"
 #include "tests/check.h"
 
 #include <dirent.h>

@@ -1,10 +1,10 @@
-/* tests/test_gpus.c — the device table and budget arithmetic of core/gpus.c: every name of the
+/* tests/test_gpus.c — the device table and budget arithmetic of core/engine/gpus.c: every name of the
  * README is there (any case), capacities are what the runtime reports (a little under the marketing
  * size, never over it), the plan budget is usable − overhead − reserve, `auto` is free − reserve,
  * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget. */
 #include "tests/check.h"
-#include "core/gpus.h"
-#include "core/mem.h"
+#include "core/engine/gpus.h"
+#include "core/engine/mem.h"
 #include <string.h>
 
 #define GiB (1024ull * 1024ull * 1024ull)

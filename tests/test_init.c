@@ -1,14 +1,14 @@
-/* tests/test_init.c — the threaded initialisation (core/init.c) gives, bit for bit, the values of the
+/* tests/test_init.c — the threaded initialisation (core/engine/init.c) gives, bit for bit, the values of the
  * one-thread generator it replaced (design 4.2): on raw blocks (column offsets, vocabulary padding
  * rows, norm weights, odd ranges) for 1..16 threads, and on whole models through fsdp_fill_params for
  * TP/DP shards (rank 3 of 2x2 with an odd, padded vocabulary; rank 5 of 8x1; 1x1), against the old
  * per-element fill kept here verbatim. Also pins a few values so the generator itself cannot drift.
  * Not here: speed (bench/initbench.c). */
 #include "tests/check.h"
-#include "core/fsdp.h"
-#include "core/init.h"
-#include "core/mem.h"
-#include "core/model.h"
+#include "core/engine/fsdp.h"
+#include "core/engine/init.h"
+#include "core/engine/mem.h"
+#include "core/engine/model.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

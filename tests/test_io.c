@@ -2,8 +2,8 @@
  * parsers, the safetensors reader and writer (including every kind of corrupt file). Token files,
  * the batch layout and build/mkdata are tests/test_data.c.
  * Every fixture is generated at run time into a fresh temp dir, removed at the end. */
-#include "core/config.h"
-#include "core/safetensors.h"
+#include "core/formats/config.h"
+#include "core/formats/safetensors.h"
 #include "tests/check.h"
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* tests/test_mem.c — the tracked allocator (core/mem.c) on its own, and the memory plan against the
+/* tests/test_mem.c — the tracked allocator (core/engine/mem.c) on its own, and the memory plan against the
  * README's closed-form model. Allocator: per-category current and peak bytes, the total peak as the
  * peak of the sum (not the sum of peaks), at_peak (the categories at the moment of the total peak),
  * mem_reset_peaks, and the budget boundary: an allocation that reaches the budget exactly fits, one
@@ -9,9 +9,9 @@
  * optimizer = 2*params, grads = params + (dp > 1) 4*(padded P_root + padded P_layer), with P_u
  * computed here from the config, on several meshes. */
 #include "tests/check.h"
-#include "core/mem.h"
-#include "core/model.h"
-#include "core/plan.h"
+#include "core/engine/mem.h"
+#include "core/engine/model.h"
+#include "core/engine/plan.h"
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,10 +9,10 @@
  * (~60) carries fp32 rounding of ~1e-5, i.e. FD noise ~1e-3 absolute; tolerances are set above it
  * (2e-2 relative + 2e-3 absolute) and far below what a wrong gradient (O(1) relative) gives. */
 #include "tests/check.h"
-#include "core/mem.h"
-#include "core/model.h"
-#include "core/plan.h"
-#include "core/init.h"
+#include "core/engine/mem.h"
+#include "core/engine/model.h"
+#include "core/engine/plan.h"
+#include "core/engine/init.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

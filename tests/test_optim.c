@@ -1,4 +1,4 @@
-/* tests/test_optim.c — the optimizer path (core/optim.c, the sharded AdamW of core/fsdp.c) against a
+/* tests/test_optim.c — the optimizer path (core/engine/optim.c, the sharded AdamW of core/engine/fsdp.c) against a
  * double-precision AdamW written here from design 4.4 (PyTorch semantics): the schedule (optim_lr:
  * warmup, cosine, last step, minimum ratio), the global grad norm (replicated norm weights counted on
  * TP rank 0 only), clipping as clip_grad_norm_, the decay mask (matrices yes, norm weights no, decided
@@ -8,9 +8,9 @@
  * t_reference). Tolerance: fp32 against double, 2e-6 relative + 1e-7 absolute per element (lr 1e-2 times
  * fp32 rounding); the bugs this exists for move elements by ~1e-3. */
 #include "tests/check.h"
-#include "core/mem.h"
-#include "core/model.h"
-#include "core/optim.h"
+#include "core/engine/mem.h"
+#include "core/engine/model.h"
+#include "core/engine/optim.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

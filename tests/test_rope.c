@@ -5,7 +5,7 @@
  * that the high, middle and low frequency bands of llama3 scaling are all present; the published
  * presets are checked as well. The CUDA kernels are checked against these CPU ones in
  * test_cuda_kernels / test_cuda_bf16 (on a GPU or through the emulator). */
-#include "core/config.h"
+#include "core/formats/config.h"
 #include "kernels/kernels.h"
 #include "tests/check.h"
 

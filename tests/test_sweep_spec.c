@@ -1,15 +1,16 @@
-/* tests/test_sweep_spec.c — the sweep spec parser (core/sweep_spec.c): every kind of bad spec is
+/* tests/test_sweep_spec.c — the sweep spec parser (core/sweep/spec.c): every kind of bad spec is
  * rejected with one line naming its key (also options the runner owns in extra_args), good specs
  * give the right fields and defaults, the argv of a launch passes spec strings through untouched
  * (and names the runner's variables with -x for Open MPI); the process-control pieces the runner is
- * built on (core/sweep_launch.c: exit codes, timeout, exec failure, atomic writes, log tails, Open
- * MPI leftovers of a killed launch); the derived numbers of the report (core/sweep_report.c: MFU
+ * built on (core/sweep/launch.c: exit codes, timeout, exec failure, atomic writes, log tails, Open
+ * MPI leftovers of a killed launch); the derived numbers of the report (core/sweep/report.c: MFU
  * against the core share, TP groups across hosts, seconds to a loss, complete charts) and the
  * engine's batch limit. Not the end-to-end sweep (tests/t_sweep.sh). */
-#include "core/sweep_launch.h"
-#include "core/sweep_report.h"
-#include "core/sweep_run.h"
-#include "core/sweep_spec.h"
+#include "core/sweep/launch.h"
+#include "core/sweep/charts.h"
+#include "core/sweep/report.h"
+#include "core/sweep/runner.h"
+#include "core/sweep/spec.h"
 #include "tests/check.h"
 
 #include <jansson.h>

@@ -1,4 +1,4 @@
-/* tests/test_tp_loss.c — the vocab-parallel cross-entropy at the core/tp.c level (tp_shape_of and
+/* tests/test_tp_loss.c — the vocab-parallel cross-entropy at the core/engine/tp.c level (tp_shape_of and
  * tp_cross_entropy) over the MPI world as the TP group, against a full-vocabulary double-precision
  * cross-entropy written here. The vocabulary (37) is divisible by no TP degree above 1, so the last
  * rank(s) hold padding; the pad logits are filled with large values, so a loss that does not mask
@@ -6,8 +6,8 @@
  * zeros on pad columns, and targets on every rank (including the last real id V-1).
  * Run alone it checks tp = 1; tests/t_tp_loss.sh runs it under mpirun with 2, 3 and 4 ranks. */
 #include "tests/check.h"
-#include "core/mem.h"
-#include "core/tp.h"
+#include "core/engine/mem.h"
+#include "core/engine/tp.h"
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  *
  * What it is: the ops_t table whose every entry returns at once (sumsq gives 0.0, dev_alloc gives
  * NULL), so that `--plan` can run the engine's whole allocation sequence — every size it would ask
- * for, in order — without memory or arithmetic. core/mem records the sizes; it must not treat the
+ * for, in order — without memory or arithmetic. core/engine/mem records the sizes; it must not treat the
  * NULL from dev_alloc as out of memory when planning.
  * What it is not: a stub to fill in later; every pointer is set (tests/test_kernels.c checks it),
  * because the model calls through the table without NULL checks.

@@ -6,7 +6,7 @@
  * (batch, head) and per block of query rows so that the masked upper triangle is never multiplied.
  * What it is not: parallel (no threads, no collectives — one BLAS thread per rank, see
  * cpu_blas_init), nor an allocator policy beyond keeping freed memory in the process (dev_alloc is
- * aligned malloc with glibc told not to trim, see cpu_malloc_tune; core/mem does the tracking).
+ * aligned malloc with glibc told not to trim, see cpu_malloc_tune; core/engine/mem does the tracking).
  * The exact semantics of each op are documented in kernels/kernels.h; tests/test_kernels.c checks
  * every op against naive double-precision references and every backward by finite differences.
  */
@@ -305,7 +305,7 @@ static void cpu_rope_backward(float *din, const float *dout, const float *tab, i
 /* Query rows are processed in blocks of ATT_BLOCK: block [r0,r1) only needs key columns [0,r1),
  * so about half of the T×T score matrix (the masked triangle) is never computed. 64 measured best
  * (32 equal, 128 and 256 slower) on tiny/small shapes. H % KV == 0 is the caller's contract
- * (core/config validates it). */
+ * (core/formats/config validates it). */
 #define ATT_BLOCK 64
 
 /* The score products Q·Kᵀ and dO·Vᵀ have the head dimension as their inner one (16 or 32 here).

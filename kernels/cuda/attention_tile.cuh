@@ -4,7 +4,7 @@
  *
  * What it is: private to kernels/cuda. The kernels are FlashAttention-2 on mma.sync.m16n8k16 (bf16
  * operands, fp32 accumulation), each warp owning 16 rows of its block's tile; fragments follow the
- * PTX ISA tables (kernels/cuda/cuda_emu_mma.cuh, cuda_emu_ptx.cuh emulate them from those tables):
+ * PTX ISA tables (tests/emu/cuda_emu_mma.cuh, cuda_emu_ptx.cuh emulate them from those tables):
  * groupID g = lane >> 2 and t = lane % 4 hold rows g and g+8, columns 2t, 2t+1 (and +8).
  * Shared tiles are bf16 rows of HD + 8 elements: 144 or 272 bytes, so a row starts 16-byte aligned
  * (ldmatrix, cp.async) and the 8 rows one ldmatrix matrix reads fall in 8 different 4-bank groups.

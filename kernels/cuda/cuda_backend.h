@@ -5,7 +5,7 @@
  * datasheet peak for MFU — and the bf16 GEMM path (fp32 accumulation) that `--dtype bf16` builds on.
  * Only present in builds with MESHSWEEP_CUDA (the Makefile defines it when nvcc is found).
  * It also declares `ops_cuda_bf16`, the bf16 mixed-precision op table (below).
- * What it is not: an allocator: memory still goes through core/mem, which calls ops_cuda.dev_alloc
+ * What it is not: an allocator: memory still goes through core/engine/mem, which calls ops_cuda.dev_alloc
  * (a stream-ordered pool, kernels/cuda/ops_cuda.cu).
  *
  * Device selection must happen before the first op: the cuBLAS handle is created lazily, on the

@@ -4,7 +4,7 @@
  * What it is: the small amount of glue every CUDA file needs. Every runtime and cuBLAS call goes
  * through cudaCheck/cublasCheck (file:line, the error string, exit 1); every kernel launch goes
  * through LAUNCH, which checks the launch. LAUNCH and DYNAMIC_SMEM exist so that the same sources
- * also compile as host C++ against kernels/cuda/cuda_emu.cuh (MESHSWEEP_CUDA_EMU), an emulator
+ * also compile as host C++ against the host emulator of the tests (MESHSWEEP_CUDA_EMU, tests/emu/), an emulator
  * that runs each CUDA thread as a host thread: that is how these kernels are executed on machines
  * without a GPU.
  * What it is not: public. The engine sees kernels/kernels.h and kernels/cuda/cuda_backend.h only.
@@ -17,12 +17,9 @@
 #include <stdlib.h>
 #include <math.h>
 
-#ifdef MESHSWEEP_CUDA_EMU
-#include "kernels/cuda/cuda_emu.cuh"
-#else
+/* in emulator builds these names resolve to the host emulator (-Itests/emu/include) */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
-#endif
 
 extern "C" {
 #include "kernels/kernels.h"

@@ -4,7 +4,7 @@
  * ex2.approx.ftz.f32.
  *
  * What it is: private to kernels/cuda (included by attention_tile.cuh). In the emulator build
- * (MESHSWEEP_CUDA_EMU) the same names come from kernels/cuda/cuda_emu_mma.cuh and
+ * (MESHSWEEP_CUDA_EMU) the same names come from tests/emu/cuda_emu_mma.cuh and
  * cuda_emu_ptx.cuh, which execute them with the ISA's semantics (fragment layouts, a cp.async
  * destination undefined until its wait_group), so a kernel written against these names is run
  * and checked there. Pointers to shared memory are generic pointers; they are converted with

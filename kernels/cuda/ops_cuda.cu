@@ -12,7 +12,7 @@
  * table from (load to float, compute in float, round once on store). cload/cstore are the identity
  * for float, so the fp32 instantiation computes exactly what the untemplated fp32 code did.
  * What it is not: the bf16 table (ops_cuda_bf16.cu), nor the tracking: dev_alloc takes memory from
- * the device's stream-ordered pool (cudaMallocAsync, never managed memory) and core/mem tracks it.
+ * the device's stream-ordered pool (cudaMallocAsync, never managed memory) and core/engine/mem tracks it.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -353,7 +353,7 @@ static void cu_scale_inplace(float *y, float s, size_t n) {
 }
 
 /* sumsq in double, in a fixed order (deterministic): SUMSQ_BLOCKS partial sums, then one block adds
- * them. The partials live in static device memory: no allocation, nothing for core/mem to track. */
+ * them. The partials live in static device memory: no allocation, nothing for core/engine/mem to track. */
 #define SUMSQ_BLOCKS 1024
 static __device__ double sumsq_partial[SUMSQ_BLOCKS];
 static __device__ double sumsq_result;
@@ -440,9 +440,9 @@ static void cu_from_host(void *dst, const void *host_src, size_t bytes) {
  * freed block is reused by the next allocation in stream order, so a step makes no cudaMalloc,
  * cudaFree or device synchronisation once the pool holds its peak (the release threshold keeps
  * the memory in the pool across synchronisations). Memory the NCCL stream uses is ordered by the
- * events of core/comm_nccl.c: the legacy stream has waited for every collective before it frees.
+ * events of core/engine/comm_nccl.c: the legacy stream has waited for every collective before it frees.
  * MESHSWEEP_CUDA_POOL=0 uses cudaMalloc/cudaFree instead (for comparisons), as does a device
- * without memory pools. core/mem still tracks what the engine asked for; the pool's reserved
+ * without memory pools. core/engine/mem still tracks what the engine asked for; the pool's reserved
  * bytes are reported by cuda_pool_reserved(). */
 static cudaMemPool_t g_pool;
 static int g_pool_state; /* 0 not decided, 1 pool, -1 cudaMalloc */
@@ -465,7 +465,7 @@ static int use_pool(void) {
     return 1;
 }
 
-/* NULL means out of memory (core/mem turns it into the budget/oom path), never an abort; a zero-byte
+/* NULL means out of memory (core/engine/mem turns it into the budget/oom path), never an abort; a zero-byte
  * request still gets a unique pointer, as on the CPU */
 static void *cu_dev_alloc(size_t bytes) {
     void *p = NULL;
@@ -503,7 +503,7 @@ extern "C" void cuda_pool_reserved(uint64_t *now_b, uint64_t *high_b) {
 }
 
 /* the legacy stream, not the device: every engine kernel runs on it, and it has waited for every
- * collective of the NCCL stream (core/comm_nccl.c) */
+ * collective of the NCCL stream (core/engine/comm_nccl.c) */
 static void cu_synchronize(void) { cudaCheck(cudaStreamSynchronize(0)); }
 static void cu_to_compute(void *dst, const float *src, size_t n) {
     if (n && dst != src) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));

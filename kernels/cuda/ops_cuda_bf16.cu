@@ -24,7 +24,7 @@
  * attention_bwd.cu (P and dS are rounded to bf16 as mma operands there; the backward needs
  * ws = attention_flash_ws_floats floats), other head dims on the shared scalar template.
  * What it is not: a place that keeps fp32 copies: the master weights,
- * their gradients and the AdamW state are the engine's fp32 buffers (core/fsdp).
+ * their gradients and the AdamW state are the engine's fp32 buffers (core/engine/fsdp).
  */
 #include "kernels/cuda/cuda_common.cuh"
 

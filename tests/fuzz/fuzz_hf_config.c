@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the HF config.json loader of core/config.c
+/* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the HF config.json loader of core/formats/config.c
  * (config_resolve on a path: strict JSON, LlamaConfig fields, validation). The input is the file's
  * bytes. Oracles: an accepted config passes config_validate, has positive sizes and a positive
  * parameter count; a rejected one leaves one line (no newline) in the error buffer. Short inputs
@@ -6,7 +6,7 @@
  * Not the training options (bench/train.c). */
 #include "tests/fuzz/fuzz_common.h"
 
-#include "core/config.h"
+#include "core/formats/config.h"
 
 static void hf_check_result(int rc, const model_config *c, const char *err) {
     if (rc == 0) {

@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_safetensors.c — libFuzzer target for the safetensors reader (core/safetensors.c:
+/* tests/fuzz/fuzz_safetensors.c — libFuzzer target for the safetensors reader (core/formats/safetensors.c:
  * st_open's header validation, then st_read_f32 of the first and last elements of every tensor).
  * The input is the whole file. Oracles: an accepted file's tensors lie inside the data section,
  * span exactly numel * dtype size bytes, do not overlap, have non-empty unique names and can be
@@ -6,7 +6,7 @@
  * (round trips are tests/test_io.c's). */
 #include "tests/fuzz/fuzz_common.h"
 
-#include "core/safetensors.h"
+#include "core/formats/safetensors.h"
 
 static uint64_t st_numel(const st_tensor *t) {
     uint64_t n = 1;

@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_size.c — libFuzzer target for the strict number parsers of core/config.c:
+/* tests/fuzz/fuzz_size.c — libFuzzer target for the strict number parsers of core/formats/config.c:
  * parse_size ("96MiB", "80GB", "1.5GiB"), parse_int and parse_double. Beyond "no crash, no sanitizer
  * report" it checks what the parsers promise: a failed parse leaves the output untouched, an
  * accepted size prints back (as plain bytes) to the same value, an accepted integer lies in range,
@@ -6,7 +6,7 @@
  * sweep report pastes it into a gnuplot command). Not the option table of bench/train.c. */
 #include "tests/fuzz/fuzz_common.h"
 
-#include "core/config.h"
+#include "core/formats/config.h"
 
 #include <limits.h>
 #include <math.h>

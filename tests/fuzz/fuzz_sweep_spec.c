@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_sweep_spec.c — libFuzzer target for the sweep spec parser (core/sweep_spec.c:
+/* tests/fuzz/fuzz_sweep_spec.c — libFuzzer target for the sweep spec parser (core/sweep/spec.c:
  * sweep_spec_parse, then sweep_train_argv for every mesh and launch kind). The input is the spec's
  * text. Oracles: an accepted spec has a name that is one safe path component, meshes whose dp*tp is
  * the world, a positive batch for every fixed-batch mesh, and argv arrays whose every element is a
@@ -6,7 +6,7 @@
  * checks). Not the runner (bench/sweep.c). */
 #include "tests/fuzz/fuzz_common.h"
 
-#include "core/sweep_spec.h"
+#include "core/sweep/spec.h"
 
 int FUZZ_ENTRY(const uint8_t *data, size_t size);
 int FUZZ_ENTRY(const uint8_t *data, size_t size) {

@@ -1,0 +1,20 @@
+/* core/common/cleanup.h — nothing half-written stays behind: the temp files of the atomic writers
+ * (record_write_atomic, the safetensors writer) are registered while they exist, and SIGINT/SIGTERM
+ * during a phase that writes (--save) remove them at once, in the handler, before anything else.
+ * The handler only unlinks and notes the signal (async-signal-safe); the writer sees
+ * cleanup_signal() != 0 at its next check, gives up, and the program says what happened.
+ * A second signal of the same phase ends the process at once (exit 128 + signal).
+ * Not here: the files themselves (their writers own them). */
+#ifndef MESHSWEEP_CLEANUP_H
+#define MESHSWEEP_CLEANUP_H
+/* register / forget a temp path (at most 8 at a time; paths up to 4095 bytes) */
+void cleanup_add(const char *path);
+void cleanup_forget(const char *path);
+/* remove every registered temp file now (failure paths) */
+void cleanup_all(void);
+/* SIGINT and SIGTERM remove the registered temp files and are noted, from _on until _off */
+void cleanup_signals_on(void);
+void cleanup_signals_off(void);
+/* the signal noted since cleanup_signals_on (0: none) */
+int cleanup_signal(void);
+#endif

@@ -1,0 +1,165 @@
+/* core/engine/fsdp.c — FSDP units, gathers, gradient reduce-scatter and the sharded optimizer (see fsdp.h). */
+#include "core/engine/fsdp.h"
+#include "core/engine/mem.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fsdp_add_seg(fsdp_unit *u, const fsdp_seg *s) {
+    if (u->nseg >= FSDP_MAX_SEGS) { fprintf(stderr, "fsdp: too many segments in %s\n", u->name); exit(1); }
+    fsdp_seg *d = &u->seg[u->nseg++];
+    *d = *s;
+    d->off = u->numel;
+    u->numel += s->rows * s->cols;
+}
+
+/* dp = 1 in fp32: the gathered view is the parameter buffer itself; otherwise a gathered copy
+ * (all-gathered over dp, or, for dp = 1 in bf16, the bf16 compute copy) is allocated per use */
+static int aliased(const fsdp_t *f) { return f->dp->size == 1 && f->gather_bytes == 4; }
+
+void fsdp_alloc_state(fsdp_t *f) {
+    if (!f->gather_bytes) f->gather_bytes = 4;
+    int dp = f->dp->size;
+    for (int i = 0; i < f->n; i++) {
+        fsdp_unit *u = &f->u[i];
+        u->padded = (u->numel + dp - 1) / dp * dp;
+        u->shard = u->padded / dp;
+        size_t b = (size_t)u->shard * sizeof(float);
+        u->p = mem_calloc(MEM_PARAMS, b);
+        u->g = mem_calloc(MEM_GRADS, b);
+        u->m = mem_calloc(MEM_OPTIMIZER, b);
+        u->v = mem_calloc(MEM_OPTIMIZER, b);
+        u->full = aliased(f) ? u->p : NULL;
+        u->full_g = NULL;
+        u->state = aliased(f) ? 2 : 0;
+    }
+}
+
+void fsdp_free_state(fsdp_t *f) {
+    for (int i = 0; i < f->n; i++) {
+        fsdp_unit *u = &f->u[i];
+        if (!aliased(f)) fsdp_release(f, i);
+        mem_free(u->p); mem_free(u->g); mem_free(u->m); mem_free(u->v);
+        u->p = u->g = u->m = u->v = u->full = NULL;
+    }
+}
+
+/* intersection of the owned slice with segment s, in segment-local indices */
+static int owned_range(const fsdp_unit *u, const fsdp_seg *s, int dp_rank, int64_t *first, int64_t *count) {
+    int64_t lo = (int64_t)dp_rank * u->shard, hi = lo + u->shard;
+    int64_t a = s->off > lo ? s->off : lo, e = s->off + s->rows * s->cols;
+    int64_t b = e < hi ? e : hi;
+    if (b <= a) return 0;
+    *first = a - s->off; *count = b - a;
+    return 1;
+}
+
+void fsdp_fill_params(fsdp_t *f, fsdp_fill_fn fill, void *ctx) {
+    int r = f->dp->rank;
+    for (int i = 0; i < f->n; i++) {
+        fsdp_unit *u = &f->u[i];
+        float *host = calloc((size_t)u->shard ? (size_t)u->shard : 1, sizeof(float));
+        if (!host) { fprintf(stderr, "fsdp: out of host memory filling %s\n", u->name); exit(1); }
+        for (int k = 0; k < u->nseg; k++) {
+            int64_t first, count;
+            if (!owned_range(u, &u->seg[k], r, &first, &count)) continue;
+            fill(ctx, &u->seg[k], first, count, host + (u->seg[k].off + first - (int64_t)r * u->shard));
+        }
+        f->ops->from_host(u->p, host, (size_t)u->shard * sizeof(float));
+        free(host);
+    }
+}
+
+void fsdp_gather_start(fsdp_t *f, int i) {
+    if (i < 0 || i >= f->n) return;
+    fsdp_unit *u = &f->u[i];
+    if (u->state != 0) return;
+    u->full = mem_alloc(MEM_GATHERED, (size_t)u->padded * f->gather_bytes);
+    const void *send = u->p;
+    comm_dtype t = COMM_F32;
+    if (f->gather_bytes != 4) {
+        /* compute copies in bf16: convert the owned fp32 slice into its place in the gathered buffer,
+         * then all-gather in place (half the bytes of an fp32 gather) */
+        void *mine = (char *)u->full + (size_t)f->dp->rank * u->shard * f->gather_bytes;
+        f->ops->to_compute(mine, u->p, (size_t)u->shard);
+        send = mine; t = COMM_BF16;
+    }
+    if (f->prefetch) comm_all_gather_start_t(f->dp, &u->req, u->full, send, (size_t)u->shard, t);
+    else comm_all_gather_t(f->dp, u->full, send, (size_t)u->shard, t);
+    u->state = f->prefetch ? 1 : 2;
+}
+
+void fsdp_gather_wait(fsdp_t *f, int i) {
+    fsdp_unit *u = &f->u[i];
+    if (u->state == 0) fsdp_gather_start(f, i);
+    if (u->state == 1) { comm_wait(&u->req); u->state = 2; }
+}
+
+void fsdp_release(fsdp_t *f, int i) {
+    fsdp_unit *u = &f->u[i];
+    if (aliased(f)) return;
+    if (u->state == 1) comm_wait(&u->req);
+    if (u->state != 0) { mem_free(u->full); u->full = NULL; u->state = 0; }
+}
+
+void fsdp_grad_begin(fsdp_t *f, int i) {
+    fsdp_unit *u = &f->u[i];
+    if (f->dp->size == 1) { u->full_g = u->g; f->ops->zero(u->g, (size_t)u->shard * sizeof(float)); return; }
+    u->full_g = mem_calloc(MEM_GRADS, (size_t)u->padded * sizeof(float));
+}
+
+void fsdp_grad_end(fsdp_t *f, int i) {
+    fsdp_unit *u = &f->u[i];
+    if (f->dp->size == 1) { u->full_g = NULL; return; }
+    comm_reduce_scatter(f->dp, u->g, u->full_g, (size_t)u->shard);
+    mem_free(u->full_g);
+    u->full_g = NULL;
+}
+
+/* one sumsq call over every owned segment: a device backend waits once, not once per segment */
+double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
+    int total = 0;
+    for (int i = 0; i < f->n; i++) total += f->u[i].nseg;
+    const float **x = malloc((size_t)(total ? total : 1) * sizeof *x);
+    size_t *n = malloc((size_t)(total ? total : 1) * sizeof *n);
+    if (!x || !n) { fprintf(stderr, "fsdp: out of host memory\n"); exit(1); }
+    int m = 0;
+    for (int i = 0; i < f->n; i++) {
+        fsdp_unit *u = &f->u[i];
+        for (int k = 0; k < u->nseg; k++) {
+            int64_t first, count;
+            if (u->seg[k].replicated && !count_replicated) continue;
+            if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
+            x[m] = u->g + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
+            n[m++] = (size_t)count;
+        }
+    }
+    double s = f->ops->sumsq(x, n, m);
+    free(x); free(n);
+    return s;
+}
+
+void fsdp_scale_grads(fsdp_t *f, float s) {
+    for (int i = 0; i < f->n; i++) f->ops->scale_inplace(f->u[i].g, s, (size_t)f->u[i].shard);
+}
+
+void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float wd, int t) {
+    float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
+    for (int i = 0; i < f->n; i++) {
+        fsdp_unit *u = &f->u[i];
+        for (int k = 0; k < u->nseg; k++) {
+            int64_t first, count;
+            if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
+            size_t o = (size_t)(u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
+            f->ops->adamw(u->p + o, u->g + o, u->m + o, u->v + o, (size_t)count, lr, beta1, beta2, eps,
+                          u->seg[k].decay ? wd : 0.0f, bc1, bc2);
+        }
+    }
+}
+
+void fsdp_unit_to_host(fsdp_t *f, int i, float *host, float *host_tmp) {
+    fsdp_unit *u = &f->u[i];
+    f->ops->to_host(host_tmp, u->p, (size_t)u->shard * sizeof(float));
+    comm_all_gather_host(f->dp, host, host_tmp, (size_t)u->shard);
+}

@@ -1,0 +1,83 @@
+/* core/engine/fsdp.h — FSDP / ZeRO-3 along the mesh's dp dimension (design 4.7).
+ * Units: each decoder layer, the embedding and the head (final norm, lm_head); core/engine/model sets them up. A unit's TP-local
+ * parameters live in one flat buffer (segments = HF tensors, layer-major), padded to a multiple of dp;
+ * DP rank r owns the contiguous slice [r*shard, (r+1)*shard) and keeps the fp32 master values,
+ * gradient and AdamW moments of that slice only. Before use a unit is all-gathered (optionally
+ * prefetched with a non-blocking all-gather); after backward its gradient is reduce-scattered into the
+ * owned slice. With dp = 1 nothing is sharded: the gathered view is the parameter buffer itself.
+ * Tensor parallelism is core/tp; this file only knows flat buffers and segments. */
+#ifndef MESHSWEEP_FSDP_H
+#define MESHSWEEP_FSDP_H
+#include <stdint.h>
+#include "core/engine/comm.h"
+#include "kernels/kernels.h"
+
+enum { SPLIT_NONE = 0, SPLIT_ROWS = 1, SPLIT_COLS = 2 };
+
+/* One HF tensor's TP-local piece inside a unit. Local [rows, cols] element (r, c) is full-tensor
+ * element (row0 + r, col0 + c) of the HF tensor [full_rows, full_cols]; rows >= valid_rows are
+ * vocabulary padding (no HF element, kept at zero). */
+typedef struct fsdp_seg {
+    char name[96];
+    int64_t off, rows, cols;
+    int64_t full_rows, full_cols, row0, col0, valid_rows;
+    int split;
+    int decay;         /* weight decay applies (matrices) */
+    int replicated;    /* identical on every TP rank (norm weights): counted once in the grad norm */
+    int ndim;          /* HF rank: 1 for norm weights, 2 for matrices */
+} fsdp_seg;
+
+#define FSDP_MAX_SEGS 10
+typedef struct fsdp_unit {
+    char name[32];
+    int nseg;
+    fsdp_seg seg[FSDP_MAX_SEGS];
+    int64_t numel, padded, shard;
+    float *p, *g, *m, *v;   /* owned slice: master params, grads, AdamW moments [shard] */
+    float *full;            /* gathered params [padded] while gathered (== p when dp == 1) */
+    float *full_g;          /* unsharded gradient [padded] during backward (== g when dp == 1) */
+    comm_req req;
+    int state;              /* 0 released, 1 gathering, 2 gathered */
+} fsdp_unit;
+
+typedef struct fsdp {
+    int n;
+    fsdp_unit *u;
+    comm_group *dp;
+    const ops_t *ops;
+    int prefetch;
+    int gather_bytes;       /* bytes per element of gathered compute copies: 4 (fp32) or 2 (bf16, planning) */
+} fsdp_t;
+
+/* append a copy of *s to a unit; its offset in the unit's buffer is computed here. Build s with
+ * designated initialisers: name, local shape (rows, cols), split, full shape (full_rows, full_cols),
+ * origin (row0, col0), valid_rows, decay, replicated, ndim; fields left out are zero. */
+void fsdp_add_seg(fsdp_unit *u, const fsdp_seg *s);
+/* pads every unit and allocates params, grads and optimizer state of the owned slices (zeroed) */
+void fsdp_alloc_state(fsdp_t *f);
+void fsdp_free_state(fsdp_t *f);
+
+/* Fill the owned parameter slices. fill(ctx, seg, first, count, dst) writes `count` values of the
+ * segment's local flat range [first, first+count) into host memory dst. */
+typedef void (*fsdp_fill_fn)(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, float *dst);
+void fsdp_fill_params(fsdp_t *f, fsdp_fill_fn fill, void *ctx);
+
+/* all-gather unit i (allocates its gathered buffer); non-blocking when prefetch is on */
+void fsdp_gather_start(fsdp_t *f, int i);
+/* make sure unit i is gathered (starts it if needed) */
+void fsdp_gather_wait(fsdp_t *f, int i);
+/* free unit i's gathered copy */
+void fsdp_release(fsdp_t *f, int i);
+/* begin / end unit i's backward: zeroed unsharded gradient; then reduce-scatter into the owned slice */
+void fsdp_grad_begin(fsdp_t *f, int i);
+void fsdp_grad_end(fsdp_t *f, int i);
+
+/* sum of squared owned gradients; replicated segments only where count_replicated != 0 */
+double fsdp_grad_sumsq(fsdp_t *f, int count_replicated);
+void fsdp_scale_grads(fsdp_t *f, float s);
+void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float wd, int t);
+
+/* Full TP-local unit values on host (all-gather of the owned slices over dp), for --save.
+ * host must hold u->padded floats; host_tmp u->shard floats. Host memory: checkpoint I/O is not engine memory. */
+void fsdp_unit_to_host(fsdp_t *f, int i, float *host, float *host_tmp);
+#endif

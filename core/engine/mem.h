@@ -1,0 +1,46 @@
+/* core/engine/mem.h — the one allocator for every engine buffer on the compute device (design 6).
+ * Each allocation is tagged with a category; current and peak bytes are tracked per category and
+ * for the total (the peak of the sum, not the sum of peaks). In plan mode nothing is allocated:
+ * mem_alloc returns distinct fake addresses that are never dereferenced (the model runs through
+ * ops_null), so `--plan` replays the exact allocation sequence of a real step.
+ * Not here: host-side buffers of the data loader and checkpoint I/O (they never touch the device). */
+#ifndef MESHSWEEP_MEM_H
+#define MESHSWEEP_MEM_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/engine/mem_categories.h"
+#include "kernels/kernels.h"
+
+
+typedef struct mem_stats {
+    uint64_t cur[MEM_NCAT], peak[MEM_NCAT];
+    uint64_t total_cur, total_peak;
+    uint64_t at_peak[MEM_NCAT];    /* the categories at the moment of the total peak (they sum to it) */
+    uint64_t budget;               /* 0 = none */
+    /* the first allocation that would have passed the budget (over_budget != 0) */
+    int over_budget;
+    mem_cat oom_cat;
+    uint64_t oom_bytes, oom_in_use, oom_peak_before;
+    /* plan mode: the sum of live bytes would have passed MEM_PLAN_CAP; from then on allocations
+     * count nothing, so the figures are a lower bound and the plan cannot fit any budget */
+    int overflow;
+} mem_stats;
+/* 4 EiB: what a plan counts at most (sums stay far from 64-bit wrap-around) */
+#define MEM_PLAN_CAP ((uint64_t)1 << 62)
+
+/* plan != 0: track only. budget 0 = unlimited. ops supplies dev_alloc/dev_free in real mode. */
+void mem_init(const ops_t *ops, int plan, uint64_t budget);
+/* Real mode: exceeding the budget is fatal (mem_set_oom_handler decides how; default: message, exit 3).
+ * Plan mode: records the first over-budget allocation in the stats and goes on counting. */
+void *mem_alloc(mem_cat c, size_t bytes);
+void *mem_calloc(mem_cat c, size_t bytes);
+void mem_free(void *p);
+const mem_stats *mem_get_stats(void);
+void mem_reset_peaks(void);
+/* Release every live allocation (end of a plan) and clear the statistics. */
+void mem_shutdown(void);
+typedef void (*mem_oom_handler)(const mem_stats *s);
+void mem_set_oom_handler(mem_oom_handler h);
+/* "12.3 MiB" */
+void mem_format(char *buf, size_t len, uint64_t bytes);
+#endif

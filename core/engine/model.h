@@ -1,0 +1,60 @@
+/* core/engine/model.h — the Llama model (design 4.1) composed from kernels (kernels/), tensor parallelism
+ * (core/engine/tp) and FSDP (core/engine/fsdp). This file holds no collective calls of its own: it says what is
+ * computed in which order, and which buffers live how long (every buffer through core/engine/mem).
+ * One training step = forward, loss (vocab-parallel, chunked, with the lm_head backward fused in),
+ * backward; the optimizer lives in core/engine/optim. */
+#ifndef MESHSWEEP_MODEL_H
+#define MESHSWEEP_MODEL_H
+#include "core/formats/config.h"
+#include "core/engine/fsdp.h"
+#include "core/engine/mesh.h"
+#include "core/engine/tp.h"
+
+typedef struct model_opts {
+    int B, T;                 /* sequences per DP rank, sequence length */
+    int sequence_parallel;    /* effective only when tp > 1 */
+    int sp_local;             /* with SP: the column-parallel blocks' inputs h1, h2 are workspace in forward and
+                               * recomputed from x / xmid and rstd, then all-gathered again, in backward */
+    int prefetch;
+    int checkpoint;           /* activation checkpointing: keep only each layer's input */
+    int abytes;               /* bytes per activation / compute-copy element: 4 (fp32) or 2 (bf16, plan only) */
+    int attention_flash;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do), the
+                               * backward attention_flash_ws_floats (kernels.h) instead, the forward none */
+} model_opts;
+
+typedef struct layer_acts {
+    float *x, *rstd1, *h1, *q, *k, *v, *ao, *lse, *xmid, *rstd2, *h2, *gate, *up;
+} layer_acts;
+
+typedef struct model {
+    model_config cfg;
+    mesh_t mesh;
+    tp_shape sh;
+    tp_ctx tp;
+    fsdp_t fsdp;
+    fsdp_unit *units;        /* L layers, then the embedding and the head (tied: one root unit; see model.c) */
+    const ops_t *ops;
+    model_opts o;
+    int L, d, hd, Nt, Ns;
+    layer_acts *acts;
+    float *xL, *rstdf, *hf;
+    int32_t *tok, *tgt;
+    float *loss_host;        /* [Nt] host */
+    float *rope;             /* RoPE cos/sin of positions 0..T-1 [T, hd] fp32 (rope_table_fill), for the run */
+} model_t;
+
+/* Builds the TP-local units and allocates parameters, gradients and optimizer state.
+ * -1 with one line in err on an invalid shape (H, KV, f mod tp; T mod tp with SP). */
+int model_init(model_t *M, const model_config *cfg, const mesh_t *mesh, comm_group *tp_group,
+               comm_group *dp_group, const ops_t *ops, const model_opts *o, char *err, size_t errlen);
+void model_free(model_t *M);
+/* Initialise the owned parameter slices from the counter-based generator */
+void model_init_params(model_t *M, uint64_t seed);
+
+/* One forward + backward on this rank's batch (host int32 [B*T] each): gradients of
+ * (sum of token losses) * loss_scale land in the owned gradient slices. Returns this rank's sum of
+ * token losses over the tokens it holds (every TP rank of a DP group returns the same value). */
+double model_forward_backward(model_t *M, const int32_t *inputs, const int32_t *targets, float loss_scale);
+/* Forward and loss only (evaluation). */
+double model_forward_loss(model_t *M, const int32_t *inputs, const int32_t *targets);
+#endif

@@ -1,0 +1,27 @@
+/* core/engine/optim.c — schedule, clipping and AdamW over the owned shards (see optim.h). */
+#include "core/engine/optim.h"
+#include <math.h>
+
+double optim_lr(const optim_cfg *c, int s, int total) {
+    if (!c->cosine) return c->lr;
+    if (s < c->warmup) return c->lr * (s + 1) / c->warmup;
+    double lo = c->lr * c->min_lr_ratio;
+    int span = total - 1 - c->warmup;
+    double p = span > 0 ? (double)(s - c->warmup) / span : 1.0;
+    if (p > 1) p = 1;
+    return lo + 0.5 * (c->lr - lo) * (1.0 + cos(M_PI * p));
+}
+
+double optim_step(model_t *M, comm_group *world, const optim_cfg *c, int s, int total, double *lr_out) {
+    double sq = fsdp_grad_sumsq(&M->fsdp, M->mesh.tp_rank == 0);
+    comm_all_reduce_sum_f64(world, &sq, 1);
+    double norm = sqrt(sq);
+    if (c->grad_clip > 0) {
+        double coef = c->grad_clip / (norm + 1e-6);
+        if (coef < 1.0) fsdp_scale_grads(&M->fsdp, (float)coef);
+    }
+    double lr = optim_lr(c, s, total);
+    fsdp_adamw(&M->fsdp, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, s + 1);
+    if (lr_out) *lr_out = lr;
+    return norm;
+}

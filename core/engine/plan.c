@@ -1,0 +1,100 @@
+/* core/engine/plan.c — the memory plan (see plan.h): one rank, the worst rank, the largest batch that fits.
+ * Not the --plan report (core/run/plan_report.c). */
+#include "core/engine/plan.h"
+#include "core/engine/optim.h"
+#include <string.h>
+
+int plan_rank(const model_config *cfg, int world, int tp, int rank, const model_opts *o, uint64_t budget,
+              mem_stats *out, char *err, size_t errlen) {
+    mesh_t m;
+    if (mesh_init(&m, world, rank, tp, err, errlen)) return -1;
+    comm_group tpg, dpg, wg;
+    comm_null_group(&tpg, m.tp, m.tp_rank);
+    comm_null_group(&dpg, m.dp, m.dp_rank);
+    comm_null_group(&wg, m.world, m.rank);
+    mem_init(&ops_null, 1, budget);
+    model_t M;
+    int rc = model_init(&M, cfg, &m, &tpg, &dpg, &ops_null, o, err, errlen);
+    if (rc == 0) {
+        model_forward_backward(&M, NULL, NULL, 1.0f);
+        optim_cfg oc = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+        optim_step(&M, &wg, &oc, 0, 1, NULL);
+        *out = *mem_get_stats();
+    }
+    model_free(&M);
+    mem_shutdown();
+    return rc;
+}
+
+/* Every rank of a mesh allocates alike: FSDP pads each unit to a multiple of dp and gives every DP
+ * rank an equal slice, and the TP splits are even (the divisibility checks, the padded vocabulary).
+ * So the plan replays the four corner ranks (tp_rank 0 and tp-1 of dp_rank 0 and dp-1) and takes
+ * their figures for every rank; only if the corners differ is every rank replayed. This keeps
+ * --plan of a deep model on a large world to a few replays instead of one per rank. */
+static int same_stats(const mem_stats *a, const mem_stats *b) {
+    return a->total_peak == b->total_peak && !memcmp(a->peak, b->peak, sizeof a->peak) &&
+           !memcmp(a->at_peak, b->at_peak, sizeof a->at_peak) && a->over_budget == b->over_budget &&
+           a->overflow == b->overflow;
+}
+
+int plan_world_ranks(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
+                     mem_stats *per_rank, mem_stats *worst_stats, int *worst, char *err, size_t errlen) {
+    *worst = -1;
+    mesh_t m;
+    if (mesh_init(&m, world, 0, tp, err, errlen)) return -1;
+    int corner[4] = {0, m.tp - 1, world - m.tp, world - 1}, uniform = 1;
+    mem_stats cs[4];
+    for (int k = 0; k < 4; k++) {
+        if (plan_rank(cfg, world, tp, corner[k], o, budget, &cs[k], err, errlen)) return -1;
+        uniform &= same_stats(&cs[0], &cs[k]);
+    }
+    for (int r = 0; r < world; r++) {
+        mem_stats s = cs[0];
+        if (!uniform && plan_rank(cfg, world, tp, r, o, budget, &s, err, errlen)) return -1;
+        if (per_rank) per_rank[r] = s;
+        if (*worst < 0 || s.total_peak > worst_stats->total_peak || (s.overflow && !worst_stats->overflow)) { *worst_stats = s; *worst = r; }
+        if (uniform && !per_rank) break; /* rank 0 stands for all */
+    }
+    return 0;
+}
+
+int plan_world(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
+               mem_stats *worst_stats, int *worst, char *err, size_t errlen) {
+    return plan_world_ranks(cfg, world, tp, o, budget, NULL, worst_stats, worst, err, errlen);
+}
+
+static int fits(const model_config *cfg, int world, int tp, const model_opts *o, int B, uint64_t budget,
+                char *err, size_t errlen) {
+    model_opts x = *o; x.B = B;
+    mem_stats s = {0}; int w;
+    if (plan_world(cfg, world, tp, &x, budget, &s, &w, err, errlen)) return -1;
+    return !s.overflow && s.total_peak <= budget;
+}
+
+int plan_max_batch(const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
+                   char *err, size_t errlen) {
+    /* the engine's own limits: --batch-size up to PLAN_MAX_BATCH and B*T up to PLAN_MAX_TOKENS */
+    int cap = PLAN_MAX_BATCH;
+    if (o->T > 0 && PLAN_MAX_TOKENS / o->T < cap) cap = (int)(PLAN_MAX_TOKENS / o->T);
+    if (cap < 1) return 0;
+    int f = fits(cfg, world, tp, o, 1, budget, err, errlen);
+    if (f <= 0) return f < 0 ? -1 : 0;
+    int lo = 1, hi = 2; /* lo fits; find hi that does not */
+    for (;;) {
+        if (hi > cap) hi = cap;
+        if (hi <= lo) return lo;
+        f = fits(cfg, world, tp, o, hi, budget, err, errlen);
+        if (f < 0) return -1;
+        if (!f) break;
+        lo = hi;
+        if (lo == cap) return lo;
+        hi = lo > cap / 2 ? cap : lo * 2;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        f = fits(cfg, world, tp, o, mid, budget, err, errlen);
+        if (f < 0) return -1;
+        if (f) lo = mid; else hi = mid;
+    }
+    return lo;
+}

@@ -1,0 +1,68 @@
+/* core/formats/config.h — model configuration (HF LlamaConfig names), presets and HF config.json loading.
+ * Not the training options (bench/train.c) and not the sweep spec (bench/sweep.c). */
+#ifndef MESHSWEEP_CONFIG_H
+#define MESHSWEEP_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* HF rope_scaling. linear: every inv_freq / factor. llama3: wavelengths 2π/inv_freq above
+ * original_max_position_embeddings / low_freq_factor are divided by factor, those below
+ * original / high_freq_factor kept, the band between interpolated smoothly (HF's
+ * _compute_llama3_parameters). Unused fields are 0. */
+typedef enum { ROPE_NONE = 0, ROPE_LINEAR, ROPE_LLAMA3, ROPE_NTYPES } rope_type;
+extern const char *const rope_type_names[ROPE_NTYPES]; /* "none", "linear", "llama3" */
+typedef struct rope_scaling {
+    rope_type type;
+    double factor, low_freq_factor, high_freq_factor;
+    int original_max_position_embeddings;
+} rope_scaling;
+
+typedef struct model_config {
+    char name[64];                 /* preset name or the config file's path basename */
+    int vocab_size;                /* V */
+    int hidden_size;               /* d */
+    int intermediate_size;         /* f */
+    int num_hidden_layers;         /* L */
+    int num_attention_heads;       /* H */
+    int num_key_value_heads;       /* KV (default H) */
+    double rms_norm_eps;           /* 1e-5 */
+    double rope_theta;             /* 10000 */
+    int max_position_embeddings;
+    rope_scaling rope;             /* HF rope_scaling (none, linear, llama3) */
+    int tie_word_embeddings;       /* 1: model.embed_tokens.weight is also lm_head (no lm_head.weight) */
+    double initializer_range;      /* 0.02 */
+} model_config;
+
+/* Resolve a preset name (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or a path to an HF
+ * config.json. On error writes one line into err (no trailing newline) and returns -1. */
+int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen);
+/* Check internal consistency (positive sizes, d mod H, H mod KV, even head dim, ...). */
+int config_validate(const model_config *c, char *err, size_t errlen);
+/* RoPE inverse frequencies inv_freq[i] = theta^(-2i/hd), i < hd/2, with rope_scaling applied, in double
+ * (hd = hidden_size / num_attention_heads). The engine computes its cos/sin tables from these once per run. */
+void config_rope_inv_freq(const model_config *c, double *inv_freq);
+/* A checkpoint's tensor names against the model, one line in err naming path: -1 for a layer count other
+ * than num_hidden_layers, -2 for names the model does not have (up to three named). lm_head.weight is
+ * accepted (and ignored by the loader) when the embeddings are tied, as Hugging Face does. */
+int config_check_tensor_names(const model_config *c, const char *path, const char *const *names, int n, char *err,
+                              size_t errlen);
+/* The resolved config as a JSON object with HF names (the run record's config.model): rope_scaling is
+ * null or {rope_type, factor[, low_freq_factor, high_freq_factor, original_max_position_embeddings]}. */
+struct json_t;
+struct json_t *config_to_json(const model_config *c);
+/* Names of the presets, NULL-terminated. */
+extern const char *const config_presets[];
+/* Parameter counts of the full (unsharded) model: total (a tied embedding counted once) and embedding
+ * (embed_tokens when untied; 0 when tied, where the one tensor does lm_head's work and counts as it in
+ * FLOPs per token = 6·(N − N_embedding) + ...). */
+int64_t config_num_params(const model_config *c);
+int64_t config_num_embedding_params(const model_config *c);
+
+/* Parse a memory size: "96MiB", "80GB", "80GiB", "512KiB", "1.5GiB", "1000" (bytes). Suffixes:
+ * B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB (powers of 1024). Case-sensitive as written.
+ * Returns 0 and *out on success, -1 on anything else (empty, negative, garbage, overflow). */
+int parse_size(const char *s, uint64_t *out);
+/* Strict integer / double parsing of a whole string; -1 on error. */
+int parse_int(const char *s, long long lo, long long hi, long long *out);
+int parse_double(const char *s, double *out);
+#endif

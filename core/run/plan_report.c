@@ -1,0 +1,111 @@
+/* core/run/plan_report.c — the --plan report of build/train: the per-rank table on stdout and the
+ * meshsweep.plan/1 record, from the engine's memory plan (core/engine/plan.c). */
+#include "core/run/plan_report.h"
+#include "core/common/cli.h"
+#include "core/run/record.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define say cli_say
+
+static void print_plan_row(const char *label, const mem_stats *s) {
+    printf("%-8s", label);
+    for (int c = 0; c < MEM_NCAT; c++) printf(" %12.2f", s->peak[c] / 1048576.0);
+    printf(" %12.2f\n", s->total_peak / 1048576.0);
+}
+
+int plan_report(const plan_req *q) {
+    char err[512];
+    int W = q->world;
+    model_opts mo = q->mo;
+    int B = mo.B, G;
+    mesh_t m;
+    if (mesh_init(&m, W, 0, q->tp, err, sizeof err)) { say("%s", err); return 2; }
+    if (q->max_batch) {
+        if (!q->budget) { say("--batch-size max needs --mem-budget"); return 2; }
+        int b = plan_max_batch(q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
+        if (b < 0) { say("%s", err); return 2; }
+        B = b > 0 ? b : 1;
+        mo.B = B;
+        if (b == 0) {
+            mem_stats s; int w;
+            if (plan_world(q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
+            char need[32], have[32], st[32];
+            mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
+            if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
+            mem_format(st, sizeof st, s.peak[MEM_PARAMS] + s.peak[MEM_GRADS] + s.peak[MEM_OPTIMIZER]);
+            say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
+                have, m.dp, m.tp, need, st);
+            B = 0;
+        }
+    }
+    G = m.dp * B;
+    /* plan every rank first: a configuration error is found before any line of the table is printed */
+    json_t *ranks = json_array();
+    mem_stats worst = {0}; int wr = 0;
+    mem_stats *per = B > 0 ? calloc((size_t)W, sizeof *per) : NULL;
+    if (B > 0) {
+        if (!per) { say("--plan: out of host memory for %d ranks", W); json_decref(ranks); return 1; }
+        if (plan_world_ranks(q->cfg, W, q->tp, &mo, q->budget, per, &worst, &wr, err, sizeof err)) {
+            say("%s", err); json_decref(ranks); free(per); return 2;
+        }
+    }
+    if (worst.overflow) {
+        say("--plan: this configuration needs more than %llu EiB per rank (batch %d x seq %d on mesh %dx%d): beyond "
+            "what can be planned or run", (unsigned long long)(MEM_PLAN_CAP >> 60), B, mo.T, m.dp, m.tp);
+        json_decref(ranks); free(per);
+        return q->budget ? 3 : 2;
+    }
+    printf("# memory plan: model %s, mesh %dx%d (dp x tp), world %d, batch %d per DP rank (global %d), seq %d, %s%s%s%s\n",
+           q->cfg->name, m.dp, m.tp, W, B, G, mo.T, q->dtype,
+           mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", mo.checkpoint ? ", checkpointing" : "",
+           mo.prefetch ? ", prefetch" : "");
+    printf("%-8s", "# rank");
+    for (int c = 0; c < MEM_NCAT; c++) printf(" %12s", mem_cat_names[c]);
+    printf(" %12s\n", "peak");
+    printf("%-8s", "#");
+    for (int c = 0; c <= MEM_NCAT; c++) printf(" %12s", "MiB");
+    printf("\n");
+    if (B > 0) {
+        for (int r = 0; r < W; r++) {
+            const mem_stats *s = &per[r];
+            char lab[16]; snprintf(lab, sizeof lab, "%d", r);
+            print_plan_row(lab, s);
+            json_array_append_new(ranks, json_pack("{s:i, s:I, s:o}", "rank", r, "peak", (json_int_t)s->total_peak,
+                                                   "by_category", record_categories(s->peak)));
+        }
+        char lab[16]; snprintf(lab, sizeof lab, "max(%d)", wr);
+        print_plan_row(lab, &worst);
+    }
+    free(per);
+    int fitsb = B > 0 && (!q->budget || worst.total_peak <= q->budget);
+    if (q->budget) {
+        char b[32]; mem_format(b, sizeof b, q->budget);
+        printf("# budget %s: %s\n", b, fitsb ? "fits" : "does not fit");
+    }
+    if (q->max_batch) printf("# max batch per DP rank: %d (global %d)\n", B, G);
+    if (q->out) {
+        json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:I, s:i, s:o, s:o, s:s}",
+                              "schema", "meshsweep.plan/1", "world", W, "dp", m.dp, "tp", m.tp, "batch_size", B,
+                              "global_batch", G, "seq_len", mo.T,
+                              "mem_budget", q->budget ? json_integer((json_int_t)q->budget) : json_null(),
+                              "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
+                              "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", q->dtype);
+        json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
+        if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
+        json_decref(j);
+    } else {
+        json_decref(ranks);
+    }
+    if (q->budget && !fitsb) {
+        if (!q->max_batch) {
+            char a[32], u[32], b[32];
+            mem_format(a, sizeof a, worst.oom_bytes); mem_format(u, sizeof u, worst.oom_in_use); mem_format(b, sizeof b, q->budget);
+            say("out of memory budget (planned): %s asked %s with %s in use, budget %s", mem_cat_names[worst.oom_cat], a, u, b);
+        }
+        return 3;
+    }
+    return 0;
+}
+

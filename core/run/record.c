@@ -1,0 +1,91 @@
+/* core/run/record.c — see record.h. */
+#include "core/run/record.h"
+#include "core/run/agree.h"
+#include "core/common/cleanup.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    if (!s) { snprintf(err, errlen, "%s: could not encode the JSON record", path); return -1; }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno)); free(s); return -1; }
+    cleanup_add(tmp); /* removed on SIGINT/SIGTERM while it exists (core/common/cleanup.h) */
+    size_t n = strlen(s), off = 0;
+    int bad = 0;
+    while (off < n) {
+        ssize_t w = write(fd, s + off, n - off);
+        if (w < 0) { if (errno == EINTR) continue; bad = errno; break; }
+        off += (size_t)w;
+    }
+    if (!bad && write(fd, "\n", 1) != 1) bad = errno ? errno : EIO;
+    if (!bad && fsync(fd) != 0) bad = errno;
+    if (close(fd) != 0 && !bad) bad = errno;
+    free(s);
+    if (!bad && rename(tmp, path) != 0) bad = errno;
+    cleanup_forget(tmp);
+    if (bad) { unlink(tmp); snprintf(err, errlen, "cannot write %s: %s", path, strerror(bad)); return -1; }
+    return 0;
+}
+
+json_t *record_categories(const uint64_t bytes[MEM_NCAT]) {
+    json_t *o = json_object();
+    for (int c = 0; c < MEM_NCAT; c++) json_object_set_new(o, mem_cat_names[c], json_integer((json_int_t)bytes[c]));
+    return o;
+}
+
+json_t *record_comm(const comm_stats *s) {
+    json_t *o = json_object();
+    for (int k = 0; k < COMM_NKIND; k++)
+        json_object_set_new(o, comm_kind_names[k], json_pack("{s:I, s:I, s:f}", "calls", (json_int_t)s->calls[k],
+                                                             "bytes", (json_int_t)s->bytes[k], "ms", s->ms[k]));
+    return o;
+}
+
+int record_check_writable(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    size_t pl = strlen(path);
+    if ((pl && path[pl - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        snprintf(err, errlen, "cannot write %s: it names a folder (give a file name)", path);
+        return -1;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "cannot write %s: it exists and is not a regular file", path);
+        return -1;
+    }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *dir = dirname(buf);
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "cannot write %s: folder %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void record_env_hosts(json_t *env, int tp) {
+    json_object_set_new(env, "ranks_by_host", agree_ranks_by_host());
+    json_object_set_new(env, "cores_by_host", agree_cores_by_host());
+    json_object_set_new(env, "tp_spans_hosts", json_boolean(agree_tp_spans_hosts(tp)));
+}
+
+double record_mfu_share(double mfu, int world) {
+    /* sum over hosts of min(cores, ranks), counted once per host at its first rank */
+    double had = 0;
+    for (int r = 0; r < world; r++) {
+        int first = 1;
+        for (int q = 0; q < r && first; q++) first = strcmp(agree_host_of(q), agree_host_of(r)) != 0;
+        if (!first) continue;
+        int n = agree_ranks_on_host(r), c = agree_cores_on_host(r);
+        had += n < c ? n : c;
+    }
+    return had > 0 ? mfu * world / had : 0;
+}

@@ -1,0 +1,25 @@
+/* core/run/record.h — writing JSON records atomically (temp file in the same folder, fsync, rename), and
+ * the small JSON pieces the run record and the plan share. The record's fields are design 8. */
+#ifndef MESHSWEEP_RECORD_H
+#define MESHSWEEP_RECORD_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core/engine/mem.h"
+#include "core/engine/comm.h"
+/* writes root to path atomically; -1 with a message (nothing left at path or its temp) on error */
+int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen);
+/* {"params": n, ...} of per-category byte counts */
+json_t *record_categories(const uint64_t bytes[MEM_NCAT]);
+/* {"all_gather": {"calls","bytes","ms"}, ...} */
+json_t *record_comm(const comm_stats *s);
+/* can path be created? (its folder exists and is writable) -1 with a message if not */
+int record_check_writable(const char *path, char *err, size_t errlen);
+/* The rank-to-host map of the record's env (core/run/agree.h gathered it): ranks_by_host {host: [ranks]},
+ * cores_by_host {host: cores available to the job there}, tp_spans_hosts (bool) */
+void record_env_hosts(json_t *env, int tp);
+/* summary.mfu_share: achieved FLOP/s of the job over the compute the ranks actually had,
+ * peak_flops x sum over hosts of min(cores_h, ranks_h) (= peak x min(1, cores/ranks) per rank);
+ * mfu is the per-rank summary.mfu (against one core per rank) */
+double record_mfu_share(double mfu, int world);
+#endif

@@ -1,0 +1,763 @@
+/* core/run/run.c — one training run of one mesh and the --plan entry; see run.h. In order: the run
+ * state, the record (config, summary, memory, comm, env), measurements over ranks, the configuration
+ * checks, then the run itself in the order it happens: MPI and mesh, inputs, communicators and (CUDA)
+ * the device measured for --mem-budget auto, the budget gate, the
+ * engine, the step loop, the end (record, --save). The option table and --help are bench/train.c. */
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/run/agree.h"
+#include "core/run/checkpoint.h"
+#include "core/common/cleanup.h"
+#include "core/common/cli.h"
+#include "core/engine/comm.h"
+#include "core/formats/config.h"
+#include "core/formats/data.h"
+#include "core/engine/gpus.h"
+#include "core/engine/mem.h"
+#include "core/engine/mesh.h"
+#include "core/run/metrics.h"
+#include "core/engine/model.h"
+#include "core/engine/optim.h"
+#include "core/run/plan_report.h"
+#include "core/run/record.h"
+#include "core/run/run.h"
+#include "core/formats/safetensors.h"
+#include "kernels/kernels.h"
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+#ifndef MESHSWEEP_GIT
+#define MESHSWEEP_GIT "unknown"
+#endif
+
+static int g_rank0 = 1;
+static int g_mpi = 0;
+
+/* one line on rank 0's stderr */
+#define say cli_say
+
+/* every rank leaves at once after MPI has started */
+static _Noreturn void fail(int code) {
+    if (g_mpi) MPI_Finalize();
+    exit(code);
+}
+
+void run_cfg_defaults(run_cfg *c) {
+    *c = (run_cfg){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu", .sp_activations = "local",
+                   .comm = "mpi", .dtype = NULL, .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0,
+                   .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
+                   .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
+}
+
+/* ------------------------------------------------------------------ run state */
+typedef struct run {
+    run_cfg o;
+    model_config cfg;
+    mesh_t mesh;
+    uint64_t budget;
+    int B, T, G, max_batch;
+    model_opts mo;
+    json_t *steps, *evals;
+    double *step_ms;
+    int nsteps_done;
+    double flops_per_token, peak_flops;
+    mem_stats planned;
+    int have_plan;
+    const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
+    int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
+    gpus_budget gb;              /* --mem-budget / --mem-reserve / --gpu, resolved */
+    gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
+    int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
+    json_t *hosts;               /* distinct host names of the ranks */
+    /* the engine of a run */
+    const ops_t *ops;
+    int rank, world, use_nccl, have_eval;
+    data_file train, val;
+    st_file stf;
+    comm_group tpg, dpg, wg;
+    model_t M;
+    optim_cfg oc;
+    int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
+    char save_error[4096];       /* why --save failed (the record's error) */
+} run_t;
+
+/* distinct host names over the world (collective) */
+static json_t *gather_hosts(int world) {
+    char me[64] = {0};
+    if (gethostname(me, sizeof me - 1) != 0) snprintf(me, sizeof me, "unknown");
+    char *all = calloc((size_t)world, sizeof me);
+    json_t *a = json_array();
+    if (!all) return a;
+    MPI_Allgather(me, sizeof me, MPI_CHAR, all, sizeof me, MPI_CHAR, MPI_COMM_WORLD);
+    for (int r = 0; r < world; r++) {
+        const char *h = all + (size_t)r * sizeof me;
+        int seen = 0;
+        for (size_t k = 0; k < json_array_size(a); k++) seen |= !strcmp(json_string_value(json_array_get(a, k)), h);
+        if (!seen) json_array_append_new(a, json_string(h));
+    }
+    free(all);
+    return a;
+}
+
+
+int run_env_rank0(void) {
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    if (!r) r = getenv("PMIX_RANK");
+    return !r || !strcmp(r, "0");
+}
+
+static json_t *config_json(const run_t *R) {
+    const model_config *c = &R->cfg;
+    const run_cfg *o = &R->o;
+    json_t *m = config_to_json(c); /* HF names, rope_scaling included */
+    json_t *j = json_object();
+    json_object_set_new(j, "model", m);
+    json_object_set_new(j, "seq_len", json_integer(R->T));
+    json_object_set_new(j, "steps", json_integer(o->steps));
+    json_object_set_new(j, "lr", json_real(o->lr));
+    json_object_set_new(j, "weight_decay", json_real(o->weight_decay));
+    json_object_set_new(j, "beta1", json_real(o->beta1));
+    json_object_set_new(j, "beta2", json_real(o->beta2));
+    json_object_set_new(j, "adam_eps", json_real(o->adam_eps));
+    json_object_set_new(j, "grad_clip", json_real(o->grad_clip));
+    json_object_set_new(j, "schedule", json_string(o->schedule));
+    json_object_set_new(j, "warmup", json_integer(o->warmup));
+    json_object_set_new(j, "min_lr_ratio", json_real(o->min_lr_ratio));
+    json_object_set_new(j, "seed", json_integer(o->seed));
+    json_object_set_new(j, "data", json_string(o->data));
+    json_object_set_new(j, "eval_data", o->eval_data ? json_string(o->eval_data) : json_null());
+    json_object_set_new(j, "eval_every", json_integer(o->eval_every));
+    json_object_set_new(j, "eval_batches", json_integer(o->eval_batches));
+    json_object_set_new(j, "init", o->init ? json_string(o->init) : json_null());
+    json_object_set_new(j, "sequence_parallel", json_boolean(R->mo.sequence_parallel && R->mesh.tp > 1));
+    json_object_set_new(j, "sp_activations", json_string(R->mo.sp_local ? "local" : "gathered"));
+    json_object_set_new(j, "prefetch", json_boolean(o->prefetch));
+    json_object_set_new(j, "checkpoint_activations", json_boolean(o->ckpt));
+    json_object_set_new(j, "backend", json_string(o->backend));
+    json_object_set_new(j, "comm", json_string(R->comm_name ? R->comm_name : o->comm));
+    json_object_set_new(j, "dtype", json_string(o->dtype));
+    json_object_set_new(j, "mem_budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
+    json_object_set_new(j, "mem_budget_auto", json_boolean(R->gb.is_auto));
+    json_object_set_new(j, "mem_reserve", R->gb.is_auto || R->gb.gpu ? json_integer((json_int_t)R->gb.reserve) : json_null());
+    json_object_set_new(j, "gpu", R->gb.gpu ? json_string(R->gb.gpu->name) : json_null());
+    json_object_set_new(j, "warmup_steps_excluded", json_integer(o->excluded));
+    return j;
+}
+
+static json_t *plan_json(const mem_stats *s) {
+    return json_pack("{s:I, s:o, s:o}", "peak", (json_int_t)s->total_peak, "by_category", record_categories(s->peak),
+                     "at_peak", record_categories(s->at_peak));
+}
+
+/* the run record; on rank 0 only. mem: max over ranks (per category and total) */
+/* returns -1 when the record could not be written (rank 0) */
+static int write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
+                        const uint64_t *at_peak, int quiet) {
+    if (!g_rank0 || !R->o.out) return 0;
+    json_t *j = json_object();
+    json_object_set_new(j, "schema", json_string("meshsweep.run/1"));
+    json_object_set_new(j, "status", json_string(status));
+    if (error) json_object_set_new(j, "error", json_string(error));
+    json_object_set_new(j, "config", config_json(R));
+    json_object_set_new(j, "mesh", json_pack("{s:i, s:i, s:i}", "world", R->mesh.world, "dp", R->mesh.dp, "tp", R->mesh.tp));
+    json_object_set_new(j, "batch_size", json_integer(R->B));
+    json_object_set_new(j, "global_batch", json_integer(R->G));
+    json_object_set_new(j, "steps", R->steps ? json_incref(R->steps) : json_array());
+    json_object_set_new(j, "eval", R->evals ? json_incref(R->evals) : json_array());
+    /* summary (design 7) */
+    int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
+    double med = n > 0 ? metrics_median(R->step_ms + first, n - first) : 0;
+    double tokens = (double)R->G * R->T;
+    double tok_s = med > 0 ? tokens / (med / 1e3) : 0, tok_s_rank = tok_s / R->mesh.world;
+    json_t *last_loss = json_null(), *last_eval = json_null();
+    if (R->steps && json_array_size(R->steps))
+        last_loss = json_incref(json_object_get(json_array_get(R->steps, json_array_size(R->steps) - 1), "loss"));
+    if (R->evals && json_array_size(R->evals))
+        last_eval = json_incref(json_object_get(json_array_get(R->evals, json_array_size(R->evals) - 1), "loss"));
+    json_t *sum = json_object();
+    json_object_set_new(sum, "steps_done", json_integer(n));
+    json_object_set_new(sum, "step_ms_median", json_real(med));
+    json_object_set_new(sum, "tokens_per_step", json_integer((json_int_t)tokens));
+    json_object_set_new(sum, "tok_s", json_real(tok_s));
+    json_object_set_new(sum, "tok_s_per_rank", json_real(tok_s_rank));
+    json_object_set_new(sum, "flops_per_token", json_real(R->flops_per_token));
+    json_object_set_new(sum, "peak_tflops", json_real(R->peak_flops / 1e12));
+    double mfu = metrics_mfu(R->flops_per_token, tok_s_rank, R->peak_flops);
+    json_object_set_new(sum, "mfu", json_real(mfu));
+    /* against the compute the ranks had: peak x min(1, cores/ranks) on each host (core/run/record.h) */
+    json_object_set_new(sum, "mfu_share", json_real(g_mpi ? record_mfu_share(mfu, R->mesh.world) : mfu));
+    json_object_set_new(sum, "final_loss", last_loss);
+    json_object_set_new(sum, "final_eval_loss", last_eval);
+    json_object_set_new(j, "summary", sum);
+    json_t *mem = json_object();
+    json_object_set_new(mem, "budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
+    json_object_set_new(mem, "peak", json_integer((json_int_t)total_peak));
+    uint64_t zero[MEM_NCAT] = {0};
+    json_object_set_new(mem, "by_category", record_categories(peaks ? peaks : zero));
+    json_object_set_new(mem, "at_peak", record_categories(at_peak ? at_peak : zero));
+    json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
+    /* CUDA: what the device reports in use (context, cuBLAS workspace, NCCL buffers included) next to
+     * the tracked bytes still allocated at that moment */
+    json_t *dev = json_null();
+    if (R->dev_total || R->dev.total) {
+        /* the set-up figures (after context, cuBLAS and NCCL, before the engine's first byte) and the end */
+        dev = json_pack("{s:I, s:I, s:I, s:I, s:b}", "total", (json_int_t)(R->dev.total ? R->dev.total : (uint64_t)R->dev_total),
+                        "free_after_setup", (json_int_t)R->dev.free_after_setup,
+                        "runtime_overhead", (json_int_t)R->dev.runtime_overhead, "reserve", (json_int_t)R->gb.reserve,
+                        "budget_auto", R->gb.is_auto);
+        if (R->dev_total) {
+            json_object_set_new(dev, "used_at_end", json_integer((json_int_t)R->dev_used));
+            json_object_set_new(dev, "untracked_at_end", json_integer((json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)));
+        }
+    }
+    json_object_set_new(mem, "device", dev);
+    /* the high-water mark of the pool behind the tracked allocations: the tracked peak plus what the
+     * pool keeps for reuse (block rounding, fragmentation) */
+    json_object_set_new(mem, "device_pool_reserved", R->dev_total ? json_integer((json_int_t)R->pool_reserved) : json_null());
+    json_object_set_new(j, "memory", mem);
+    json_object_set_new(j, "comm", record_comm(comm_get_stats()));
+    char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    char mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "n/a"; int ml = 0;
+    if (g_mpi) { MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
+    json_object_set_new(j, "env", json_pack("{s:O, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "hosts", R->hosts ? R->hosts : json_null(),
+                                            "ranks", R->mesh.world, "backend", R->o.backend, "dtype", R->o.dtype,
+                                            "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
+                                            "git", MESHSWEEP_GIT, "date", date));
+    if (g_mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
+    char err[512];
+    int rc = record_write_atomic(R->o.out, j, err, sizeof err);
+    if (rc && !quiet) say("%s", err);
+    json_decref(j);
+    return rc;
+}
+
+
+/* ------------------------------------------------------------------ helpers */
+static double measure_peak_flops(void) {
+    /* rank 0 measures the single-thread SGEMM rate while the others sleep, so the measurement is not
+     * disturbed by oversubscribed ranks spinning in a barrier */
+    double g = 0;
+    if (g_rank0) g = cpu_sgemm_gflops(512, 0.3) * 1e9;
+    if (g_mpi) {
+        MPI_Request rq; int done = 0;
+        MPI_Ibcast(&g, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &rq);
+        while (!done) { MPI_Test(&rq, &done, MPI_STATUS_IGNORE); if (!done) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); } }
+    }
+    return g;
+}
+
+/* the breakdown at the total peak of the most loaded rank */
+static void at_peak_of_max_rank(uint64_t at[MEM_NCAT]) {
+    const mem_stats *s = mem_get_stats();
+    struct { double v; int r; } in = {(double)s->total_peak, 0}, out;
+    MPI_Comm_rank(MPI_COMM_WORLD, &in.r);
+    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    unsigned long long v[MEM_NCAT];
+    for (int c = 0; c < MEM_NCAT; c++) v[c] = s->at_peak[c];
+    MPI_Bcast(v, MEM_NCAT, MPI_UNSIGNED_LONG_LONG, out.r, MPI_COMM_WORLD);
+    for (int c = 0; c < MEM_NCAT; c++) at[c] = v[c];
+}
+
+static void max_mem_over_ranks(uint64_t peaks[MEM_NCAT], uint64_t *total) {
+    const mem_stats *s = mem_get_stats();
+    unsigned long long v[MEM_NCAT + 1];
+    for (int c = 0; c < MEM_NCAT; c++) v[c] = s->peak[c];
+    v[MEM_NCAT] = s->total_peak;
+    if (g_mpi) MPI_Allreduce(MPI_IN_PLACE, v, MEM_NCAT + 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    for (int c = 0; c < MEM_NCAT; c++) peaks[c] = v[c];
+    *total = v[MEM_NCAT];
+}
+
+static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_t *in, int32_t *tg, const run_t *R) {
+    double sum = 0;
+    for (int k = 0; k < nb; k++) {
+        data_batch(d, k, R->G, R->mesh.dp_rank, R->B, R->T, in, tg);
+        sum += model_forward_loss(M, in, tg);
+    }
+    comm_all_reduce_sum_f64(dpg, &sum, 1);
+    return sum / ((double)nb * R->G * R->T);
+}
+
+
+/* ------------------------------------------------------------------ configuration checks */
+/* the checks common to a run and a plan, before anything is started; 0 or the exit code 2 */
+static int check_cfg(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    if (config_resolve(&R->cfg, o->model, err, sizeof err) || config_validate(&R->cfg, err, sizeof err)) { say("%s", err); return 2; }
+    R->T = o->seq_len;
+#define BAD(...) do { say(__VA_ARGS__); return 2; } while (0)
+    if (o->tp < 1) BAD("--tp must be >= 1 (got %d)", o->tp);
+    if (R->T < 1) BAD("--seq-len must be >= 1 (got %d)", R->T);
+    if (R->T > R->cfg.max_position_embeddings) BAD("--seq-len %d exceeds max_position_embeddings %d of model %s", R->T, R->cfg.max_position_embeddings, R->cfg.name);
+    if (o->steps < 0) BAD("--steps must be >= 0 (got %d)", o->steps);
+    if (o->warmup < 0) BAD("--warmup must be >= 0");
+    if (o->eval_every < 0 || o->eval_batches < 1) BAD("--eval-every must be >= 0 and --eval-batches >= 1");
+    if (o->eval_every > 0 && !o->eval_data && !o->plan) BAD("--eval-every %d needs --eval-data (validation tokens to evaluate on)", o->eval_every);
+    if (!(o->lr >= 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0)) BAD("--lr, --weight-decay and --grad-clip must be >= 0");
+    if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1)) BAD("--beta1 and --beta2 must be in [0, 1)");
+    if (!(o->adam_eps > 0)) BAD("--adam-eps must be > 0");
+    if (!(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1)) BAD("--min-lr-ratio must be in [0, 1]");
+    if (o->log_every < 1) BAD("--log-every must be >= 1");
+    if (o->excluded < 0) BAD("--warmup-steps-excluded must be >= 0");
+    if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine")) BAD("--schedule must be constant or cosine (got '%s')", o->schedule);
+    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) BAD("--backend must be cpu or cuda (got '%s')", o->backend);
+    if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
+    if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* design 4.8: bf16 is CUDA's default */
+    if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16")) BAD("--dtype must be fp32 or bf16 (got '%s')", o->dtype);
+    if (gpus_resolve_budget(o->mem_budget, o->mem_reserve, o->gpu, o->plan, !strcmp(o->backend, "cuda"), &R->gb, err,
+                            sizeof err))
+        BAD("%s", err);
+    R->budget = R->gb.budget; /* 0 until measured on the device when auto */
+    if (!strcmp(o->batch, "max")) {
+        if (!o->plan) BAD("--batch-size max is only valid with --plan (the sweep confirms it with real runs)");
+        R->max_batch = 1; R->B = 1;
+    } else {
+        long long b;
+        if (parse_int(o->batch, 1, PLAN_MAX_BATCH, &b)) BAD("--batch-size must be a positive integer or max (got '%s')", o->batch);
+        R->B = (int)b;
+    }
+    if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
+    if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
+                                               R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
+    int sp_local = !strcmp(o->sp_activations, "local");
+    if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
+    R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
+                         .checkpoint = o->ckpt, .abytes = strcmp(o->dtype, "bf16") ? 4 : 2,
+                         .attention_flash = !strcmp(o->backend, "cuda")};
+    return 0;
+}
+
+/* An output that is also an input (or the other output) would destroy what the run reads: refused.
+ * Same path as given, or the same file (device and inode: a link, another spelling). -1 with a message. */
+static int same_file(const char *a, const char *b) {
+    if (!a || !b) return 0;
+    if (!strcmp(a, b)) return 1;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int is_preset(const char *model) {
+    for (int i = 0; config_presets[i]; i++) if (!strcmp(config_presets[i], model)) return 1;
+    return 0;
+}
+
+static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
+    const char *outs[2][2] = {{"--out", o->out}, {"--save", o->save}};
+    const char *ins[4][2] = {{"--data", strcmp(o->data, "synthetic") ? o->data : NULL}, {"--eval-data", o->eval_data},
+                             {"--init", o->init}, {"--model", is_preset(o->model) ? NULL : o->model}};
+    for (int i = 0; i < 2; i++) {
+        if (!outs[i][1]) continue;
+        if (record_check_writable(outs[i][1], err, errlen)) return -1;
+        for (int k = 0; k < 4; k++)
+            if (same_file(outs[i][1], ins[k][1])) {
+                snprintf(err, errlen, "%s %s is also %s: an output may not overwrite an input", outs[i][0], outs[i][1], ins[k][0]);
+                return -1;
+            }
+    }
+    if (same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
+    return 0;
+}
+
+static run_t *run_new(const run_cfg *c) {
+    run_t *R = calloc(1, sizeof *R);
+    if (!R) { say("out of host memory"); return NULL; }
+    R->o = *c;
+    g_rank0 = run_env_rank0();
+    cli_set_rank0(g_rank0);
+    return R;
+}
+
+int run_plan(const run_cfg *c) {
+    run_t *R = run_new(c);
+    if (!R) return 1;
+    run_cfg *o = &R->o;
+    char err[4096];
+    int rc = check_cfg(R);
+    if (rc) { free(R); return rc; }
+    if (o->world_set && o->world < 1) { say("--world must be >= 1 (got %d)", o->world); free(R); return 2; }
+    if (!o->world) o->world = 1;
+    if (o->world > 65536) { say("--world %d is more ranks than --plan supports (65536)", o->world); free(R); return 2; }
+    if (o->save) { say("--save is not used with --plan (nothing is trained)"); free(R); return 2; }
+    if (check_outputs(o, err, sizeof err)) { say("%s", err); free(R); return 2; }
+    if (R->gb.gpu) {
+        char u[32], ov[32], rs[32], b[32];
+        mem_format(u, sizeof u, R->gb.gpu->usable_bytes); mem_format(ov, sizeof ov, R->gb.gpu->overhead_bytes);
+        mem_format(rs, sizeof rs, R->gb.reserve); mem_format(b, sizeof b, R->budget);
+        printf("# --gpu %s (%s): %s as the runtime reports it - %s typical runtime overhead - %s reserve = budget %s\n",
+               R->gb.gpu->name, R->gb.gpu->device, u, ov, rs, b);
+    }
+    plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
+                  .budget = R->budget, .dtype = o->dtype, .out = o->out};
+    rc = plan_report(&q);
+    free(R);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the run */
+/* the checks of a run that --plan does not make, and the compute backend; 0 or the exit code */
+static int pick_backend(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    if (!strcmp(o->dtype, "bf16") && strcmp(o->backend, "cuda")) BAD("--dtype bf16 needs --backend cuda (the CPU engine is fp32; --plan accepts bf16)");
+    if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
+    (void)err;
+    R->ops = &ops_cpu;
+    if (!strcmp(o->backend, "cuda")) {
+#ifdef MESHSWEEP_CUDA
+        if (cuda_device_count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
+        R->ops = &ops_cuda;
+        if (!strcmp(o->dtype, "bf16")) R->ops = &ops_cuda_bf16;
+#else
+        BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
+    }
+    if ((int)R->ops->cbytes != R->mo.abytes) BAD("--dtype %s is not available on --backend %s in this build", o->dtype, o->backend);
+    return 0;
+}
+#undef BAD
+
+/* MPI, the mesh, the device of this rank and what carries the collectives */
+static void start_mpi(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    MPI_Init(NULL, NULL);
+    g_mpi = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &R->world);
+    g_rank0 = R->rank == 0;
+    cli_set_rank0(g_rank0);
+    /* from here a failure on one rank follows one rule (core/run/agree.h): recorded, agreed, printed once
+     * by rank 0 naming the rank and host, the same exit code everywhere */
+    if (agree_init("train")) agree_fail(1, "out of host memory");
+    if (mesh_init(&R->mesh, R->world, R->rank, o->tp, err, sizeof err)) { say("%s", err); fail(2); }
+    /* outputs before anything else: rank 0 writes --out and --save, so its view is the one checked */
+    if (g_rank0 && check_outputs(o, err, sizeof err)) agree_fail(2, "%s", err);
+    int code = agree_check();
+    if (code) fail(code);
+    R->use_nccl = 0;
+#ifdef MESHSWEEP_CUDA
+    if (R->ops != &ops_cpu) {
+        /* one device per local rank (ranks of this host, by MPI_COMM_TYPE_SHARED); NCCL needs one GPU
+         * per rank, so when ranks share a GPU the collectives fall back to host-staged MPI */
+        int lr, ls;
+        comm_local_rank(&lr, &ls);
+        if (cuda_select_device(lr, err, sizeof err)) agree_fail(1, "%s", err);
+        if ((code = agree_check())) fail(code);
+        int ndev = cuda_device_count();
+        R->use_nccl = !strcmp(o->comm, "nccl") || (!o->comm_set && R->world > 1);
+        /* one implementation on every rank: NCCL only if every host has a GPU per rank */
+        int shared = ls > ndev, any_shared = 0;
+        MPI_Allreduce(&shared, &any_shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (R->use_nccl && any_shared) {
+            if (shared) snprintf(err, sizeof err, "%d ranks share %d GPU(s) on %s", ls, ndev, agree_host());
+            else snprintf(err, sizeof err, "ranks share a GPU on another host");
+            if (g_rank0) fprintf(stderr, "train: %s: NCCL needs one GPU per rank, using host-staged MPI collectives on every rank\n", err);
+            R->use_nccl = 0;
+        }
+    }
+#endif
+    comm_set_device_ops(R->ops);
+    {
+        tp_shape sh;
+        if (tp_shape_of(&sh, &R->cfg, o->tp, 0, err, sizeof err)) { say("%s", err); fail(2); }
+        if (R->mo.sequence_parallel && o->tp > 1 && R->T % o->tp)
+            { say("--seq-len %d is not divisible by --tp %d (required with sequence parallel; use --no-sequence-parallel)", R->T, o->tp); fail(2); }
+    }
+    R->G = R->mesh.dp * R->B;
+    R->hosts = gather_hosts(R->world);
+    if (g_rank0 && agree_tp_spans_hosts(o->tp)) {
+        int a = 0, b = 0;
+        for (int r = 0; r < R->world && !b; r++)
+            if (r % o->tp && strcmp(agree_host_of(r), agree_host_of(r - r % o->tp))) { a = r - r % o->tp; b = r; }
+        fprintf(stderr, "train: warning: a TP group of %d ranks spans hosts (rank %d on %s, rank %d on %s): its collectives "
+                "run every layer over the network; map consecutive ranks to one host with --map-by slot or --npernode N "
+                "(N a multiple of --tp)\n", o->tp, a, agree_host_of(a), b, agree_host_of(b));
+    }
+    cpu_blas_init();
+}
+
+/* training and validation tokens, the --init file */
+static void open_inputs(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    int code;
+    int ok_train = data_open(&R->train, o->data, R->cfg.vocab_size, R->T, (uint64_t)o->seed, err, sizeof err) == 0;
+    if (!ok_train) agree_fail(2, "%s", err);
+    R->have_eval = o->eval_data != NULL;
+    int ok_val = !R->have_eval || data_open(&R->val, o->eval_data, R->cfg.vocab_size, R->T, (uint64_t)o->seed + 1, err, sizeof err) == 0;
+    if (!ok_val) agree_fail(2, "%s", err);
+    int ok_init = !o->init || st_open(&R->stf, o->init, err, sizeof err) == 0;
+    if (!ok_init) agree_fail(2, "%s", err);
+    if ((code = agree_check())) {
+        if (ok_train) data_close(&R->train);
+        if (R->have_eval && ok_val) data_close(&R->val);
+        if (o->init && ok_init) st_close(&R->stf);
+        fail(code);
+    }
+    /* the same bytes on every host: size and sampled hash of each input file compared across ranks */
+    agree_input in[4]; int n = 0;
+    if (strcmp(o->data, "synthetic")) in[n++] = (agree_input){"--data", o->data};
+    if (o->eval_data && strcmp(o->eval_data, "synthetic")) in[n++] = (agree_input){"--eval-data", o->eval_data};
+    if (o->init) in[n++] = (agree_input){"--init", o->init};
+    if (!is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
+    if ((code = agree_inputs(in, n))) fail(code);
+    /* evaluation batches beyond the validation data would only repeat it */
+    if (R->have_eval) {
+        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G > 0 ? nseq / R->G : 1;
+        if (o->eval_batches > nb) {
+            say("--eval-batches %d: %s holds %lld sequences of %d tokens, %lld batches of %d (at most %lld; more would repeat them)",
+                o->eval_batches, o->eval_data, (long long)nseq, R->T, (long long)nb, R->G, (long long)nb);
+            fail(2);
+        }
+    }
+}
+
+/* plan first: an allocation past the budget is found before anything is allocated, on every rank at
+ * once, so no rank is left waiting in a collective */
+static void budget_gate(run_t *R) {
+    char err[4096];
+    if (plan_rank(&R->cfg, R->world, R->o.tp, R->rank, &R->mo, R->budget, &R->planned, err, sizeof err)) agree_fail(2, "%s", err);
+    else if (R->planned.overflow) agree_fail(R->budget ? 3 : 2, "this configuration needs more than %llu EiB per rank: beyond what can be run",
+                                             (unsigned long long)(MEM_PLAN_CAP >> 60));
+    int code = agree_check();
+    if (code) fail(code);
+    R->have_plan = 1;
+    int over = R->planned.over_budget, any = 0;
+    MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) return;
+    if (g_rank0) {
+        char a[32], u[32], b[32];
+        mem_format(a, sizeof a, R->planned.oom_bytes); mem_format(u, sizeof u, R->planned.oom_in_use); mem_format(b, sizeof b, R->budget);
+        char msg[512];
+        snprintf(msg, sizeof msg, "out of memory budget: %s asked %s (%llu bytes) with %s in use, budget %s (%llu bytes)",
+                 mem_cat_names[R->planned.oom_cat], a, (unsigned long long)R->planned.oom_bytes, u, b, (unsigned long long)R->budget);
+        say("%s", msg);
+        uint64_t peaks[MEM_NCAT] = {0};
+        write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
+    }
+    fail(3);
+}
+
+/* the communicators; then, on CUDA, what the device has left once its context, cuBLAS and the NCCL
+ * communicators exist: recorded always, and the budget when it is `auto` (the smallest over ranks, so
+ * every rank plans the same; ranks sharing a GPU share its free memory) */
+static void setup_comm(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    comm_mpi_groups(&R->tpg, &R->dpg, o->tp);
+    comm_mpi_world(&R->wg);
+    if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
+    int code = agree_check();
+    if (code) fail(code);
+    R->comm_name = R->use_nccl ? "nccl" : (R->ops != &ops_cpu && R->world > 1 ? "mpi-staged" : "mpi");
+#ifdef MESHSWEEP_CUDA
+    if (R->ops == &ops_cpu) return;
+    int lr, ls, ndev = cuda_device_count();
+    comm_local_rank(&lr, &ls);
+    int per_gpu = ndev > 0 ? (ls + ndev - 1) / ndev : 1;
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank's context and communicators exist before anyone measures */
+    int bad = gpus_measure_device(R->ops, per_gpu, &R->gb, &R->dev, err, sizeof err) != 0, anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) {
+        if (bad) say("%s", err); else say("--mem-budget auto: the device of another rank has no more than --mem-reserve free");
+        fail(2);
+    }
+    if (R->gb.is_auto) {
+        unsigned long long b = R->gb.budget;
+        MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+        R->budget = R->gb.budget = b;
+    }
+#endif
+}
+
+/* memory, the model and its parameters (seed or --init), FLOP figures, the optimizer */
+static void build_engine(run_t *R) {
+    run_cfg *o = &R->o;
+    char err[4096];
+    int code;
+    mem_init(R->ops, 0, R->budget);
+    model_t *M = &R->M;
+    if (model_init(M, &R->cfg, &R->mesh, &R->tpg, &R->dpg, R->ops, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
+    if ((code = agree_check())) fail(code);
+    if (o->init) {
+        if (checkpoint_check_shapes(M, &R->stf, err, sizeof err)) agree_fail(2, "%s", err);
+        if ((code = agree_check())) fail(code);
+        int lr = checkpoint_load(M, &R->stf, err, sizeof err); /* agreed inside: -2 another rank failed */
+        if (lr == -1) agree_fail(2, "%s", err);
+        if ((code = agree_check()) || lr) fail(code ? code : 2);
+        st_close(&R->stf);
+    } else {
+        model_init_params(M, (uint64_t)o->seed);
+    }
+    R->flops_per_token = metrics_flops_per_token(&R->cfg, R->T);
+    R->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : (R->ops == &ops_cpu ? measure_peak_flops() : 0);
+#ifdef MESHSWEEP_CUDA
+    if (R->ops != &ops_cpu && !(o->peak_tflops > 0)) R->peak_flops = cuda_peak_bf16_tflops(cuda_device_name()) * 1e12;
+#endif
+    R->oc = (optim_cfg){.lr = o->lr, .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps,
+                        .grad_clip = o->grad_clip, .min_lr_ratio = o->min_lr_ratio, .warmup = o->warmup,
+                        .cosine = !strcmp(o->schedule, "cosine")};
+    if (R->oc.cosine && R->oc.warmup >= o->steps && o->steps > 0) { say("--warmup %d must be below --steps %d", o->warmup, o->steps); fail(2); }
+    R->in = malloc((size_t)R->B * R->T * sizeof(int32_t)); R->tg = malloc((size_t)R->B * R->T * sizeof(int32_t));
+    R->step_ms = calloc((size_t)o->steps + 1, sizeof(double));
+    R->steps = json_array(); R->evals = json_array();
+    if (!R->in || !R->tg || !R->step_ms) agree_fail(1, "out of host memory");
+    if ((code = agree_check())) fail(code);
+}
+
+/* one entry of the record's steps[] */
+static json_t *step_json(int s, int world, double loss, double norm, double lr, const double tm[2], double comm_bytes, double tok) {
+    double tok_s = tok / (tm[0] / 1e3);
+    json_t *st = json_object();
+    json_object_set_new(st, "step", json_integer(s + 1));
+    json_object_set_new(st, "loss", isfinite(loss) ? json_real(loss) : json_null());
+    json_object_set_new(st, "grad_norm", isfinite(norm) ? json_real(norm) : json_null());
+    json_object_set_new(st, "lr", json_real(lr));
+    json_object_set_new(st, "ms", json_real(tm[0]));
+    json_object_set_new(st, "tok_s", json_real(tok_s));
+    json_object_set_new(st, "tok_s_per_rank", json_real(tok_s / world));
+    json_object_set_new(st, "comm_ms", json_real(tm[1]));
+    json_object_set_new(st, "compute_ms", json_real(tm[0] - tm[1]));
+    json_object_set_new(st, "comm_bytes", json_integer((json_int_t)comm_bytes));
+    json_object_set_new(st, "tokens", json_integer((json_int_t)(tok * (s + 1))));
+    return st;
+}
+
+/* time and bytes of all collectives so far */
+static void comm_totals(double *ms, double *bytes) {
+    const comm_stats *cs = comm_get_stats();
+    *ms = 0; *bytes = 0;
+    for (int k = 0; k < COMM_NKIND; k++) { *ms += cs->ms[k]; *bytes += (double)cs->bytes[k]; }
+}
+
+/* the optimizer steps with evaluation and progress lines; returns 0, or 4 when it diverged */
+static int step_loop(run_t *R) {
+    const run_cfg *o = &R->o;
+    model_t *M = &R->M;
+    comm_reset_stats();
+    double scale = 1.0 / ((double)R->G * R->T);
+    double t_start = comm_now_ms();
+    for (int s = 0; s < o->steps; s++) {
+        data_batch(&R->train, s, R->G, R->mesh.dp_rank, R->B, R->T, R->in, R->tg);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double comm0, bytes0, comm1, bytes1;
+        comm_totals(&comm0, &bytes0);
+        double t0 = comm_now_ms();
+        double loss = model_forward_backward(M, R->in, R->tg, (float)scale);
+        comm_all_reduce_sum_f64(&R->dpg, &loss, 1);
+        loss *= scale;
+        double lr = 0, norm = optim_step(M, &R->wg, &R->oc, s, o->steps, &lr);
+        R->ops->synchronize();
+        double t1 = comm_now_ms();
+        comm_totals(&comm1, &bytes1);
+        double tm[2] = {t1 - t0, comm1 - comm0};
+        MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        R->step_ms[s] = tm[0];
+        R->nsteps_done = s + 1;
+        double tok = (double)R->G * R->T, tok_s = tok / (tm[0] / 1e3);
+        json_array_append_new(R->steps, step_json(s, R->world, loss, norm, lr, tm, bytes1 - bytes0, tok));
+        if (!isfinite(loss) || !isfinite(norm)) {
+            say("diverged at step %d: loss %g, grad norm %g", s + 1, loss, norm);
+            return 4;
+        }
+        int last = s + 1 == o->steps;
+        if (R->have_eval && ((o->eval_every && (s + 1) % o->eval_every == 0) || last)) {
+            double el = evaluate(M, &R->val, &R->dpg, o->eval_batches, R->in, R->tg, R);
+            json_array_append_new(R->evals, json_pack("{s:i, s:f}", "step", s + 1, "loss", el));
+            if (g_rank0) fprintf(stderr, "train: step %d eval loss %.4f\n", s + 1, el);
+        }
+        if (g_rank0 && ((s + 1) % o->log_every == 0 || s == 0 || last)) {
+            double el = (comm_now_ms() - t_start) / 1e3, eta = el / (s + 1) * (o->steps - s - 1);
+            char mb[32]; mem_format(mb, sizeof mb, mem_get_stats()->total_peak);
+            char dv[256] = "";
+            if (s == 0 && R->dev.total) { /* the first line says what the budget was made of */
+                char t[32], ov[32], rs[32], b[32];
+                mem_format(t, sizeof t, R->dev.total); mem_format(ov, sizeof ov, R->dev.runtime_overhead);
+                mem_format(rs, sizeof rs, R->gb.reserve); mem_format(b, sizeof b, R->budget);
+                snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
+                         R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
+            }
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv);
+        }
+    }
+    return 0;
+}
+
+/* the record, --save, and the run's own memory released; returns the exit code */
+static int end_run(run_t *R, int code, run_result *res) {
+    const char *status = code == 4 ? "diverged" : "ok";
+    char err[4096];
+    uint64_t peaks[MEM_NCAT], total, at[MEM_NCAT];
+#ifdef MESHSWEEP_CUDA
+    if (R->ops != &ops_cpu) {
+        size_t fb = 0, tb = 0;
+        cuda_mem_info(&fb, &tb);
+        R->dev_total = (int64_t)tb; R->dev_used = (int64_t)(tb - fb);
+        uint64_t pool_now = 0, pool_high = 0;
+        cuda_pool_reserved(&pool_now, &pool_high);
+        R->pool_reserved = (int64_t)pool_high;
+    }
+#endif
+    max_mem_over_ranks(peaks, &total);
+    at_peak_of_max_rank(at);
+    const char *error = code ? "non-finite loss or gradient norm" : NULL;
+    /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
+     * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/common/cleanup.h) */
+    if (code == 0 && R->o.save) {
+        int sc = checkpoint_save(&R->M, &R->tpg, R->o.save, err, sizeof err);
+        if (sc) {
+            snprintf(R->save_error, sizeof R->save_error, "%s", err);
+            error = R->save_error;
+            status = sc > 128 ? "interrupted" : "failed";
+            code = sc > 128 ? sc : 1;
+        }
+    }
+    if (write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
+    if (res) {
+        int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
+        res->status = status;
+        res->steps_done = n;
+        res->step_ms_median = n > 0 ? metrics_median(R->step_ms + first, n - first) : 0;
+        json_t *l = n > 0 ? json_object_get(json_array_get(R->steps, (size_t)n - 1), "loss") : NULL;
+        res->final_loss = l && json_is_real(l) ? json_real_value(l) : NAN;
+        res->mem_peak = total;
+    }
+    model_free(&R->M);
+    mem_shutdown();
+    data_close(&R->train);
+    if (R->have_eval) data_close(&R->val);
+    free(R->in); free(R->tg); free(R->step_ms);
+    json_decref(R->steps); json_decref(R->evals); json_decref(R->hosts);
+    return code;
+}
+
+int run_train(const run_cfg *c, run_result *res) {
+    run_t *R = run_new(c);
+    if (!R) return 1;
+    int code = check_cfg(R);
+    if (!code) code = pick_backend(R);
+    if (code) { free(R); return code; }
+    start_mpi(R);
+    open_inputs(R);
+    setup_comm(R);
+    budget_gate(R);
+    build_engine(R);
+    code = end_run(R, step_loop(R), res);
+    comm_mpi_groups_free(&R->tpg, &R->dpg);
+    free(R);
+    if (g_mpi) MPI_Finalize();
+    g_mpi = 0;
+    return code;
+}

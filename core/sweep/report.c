@@ -1,0 +1,224 @@
+/* core/sweep/report.c — the sweep's tables from its run records: summary.json and summary.csv. Every
+ * file goes through sweep_sb_write (atomic), so an interrupted sweep never leaves half a file. Not the
+ * shared numbers (core/sweep/results.c), not the charts (core/sweep/charts.c), not report.md
+ * (core/sweep/report_md.c), not the runs (core/sweep/mesh_runs.c). */
+#include "core/sweep/report.h"
+#include "core/common/errmsg.h"
+#include "core/sweep/charts.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- summary.json ----------------------------------------------------------------------------- */
+
+static json_t *num_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+static json_t *int_or_null(double x) { return isfinite(x) ? json_integer((json_int_t)x) : json_null(); }
+
+static const char *mode_name(int m) {
+    return m == SWEEP_BATCH_MAX ? "max" : m == SWEEP_BATCH_GLOBAL ? "global_batch" : "fixed";
+}
+
+static json_t *search_json(const sweep_result *r) {
+    json_t *search = json_object(), *probes = json_array();
+    if (!search || !probes) {
+        json_decref(search), json_decref(probes);
+        return json_null();
+    }
+    json_object_set_new(search, "plan_batch_size", r->plan_batch >= 0 ? json_integer(r->plan_batch) : json_null());
+    json_object_set_new(search, "capped_at_engine_limit", json_boolean(r->capped));
+    for (int p = 0; p < r->n_probes; p++) {
+        const sweep_probe *pr = &r->probes[p];
+        char prec[96];
+        snprintf(prec, sizeof prec, "runs/%s.probe-b%d.json", r->mesh->name, pr->batch_size);
+        json_t *po = json_pack("{s:i, s:s, s:b, s:s}", "batch_size", pr->batch_size, "status", pr->status, "resumed",
+                               pr->resumed, "record", prec);
+        if (po) {
+            json_object_set_new(po, "elapsed_s", pr->elapsed_s >= 0 ? json_real(pr->elapsed_s) : json_null());
+            json_array_append_new(probes, po);
+        }
+    }
+    json_object_set_new(search, "probes", probes);
+    return search;
+}
+
+/* Memory of a run record (max over ranks) or of a plan (the most loaded rank). */
+static void mem_json(const sweep_result *r, int plan, json_t *m) {
+    json_t *cats = json_object();
+    for (int k = 0; cats && k < MEM_NCAT; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s.%s", plan ? "by_category" : "memory.by_category", mem_cat_names[k]);
+        json_object_set_new(cats, mem_cat_names[k], int_or_null(sweep_record_num(r->record, path)));
+    }
+    json_object_set_new(m, "peak_bytes", int_or_null(sweep_record_num(r->record, plan ? "peak" : "memory.peak")));
+    json_object_set_new(m, "by_category", cats ? cats : json_null());
+}
+
+/* The hosts of a run and how its ranks shared the cores. */
+static void hosts_json(const sweep_result *r, json_t *m) {
+    json_t *hosts = sweep_record_get(r->record, "env.hosts");
+    json_t *rb = sweep_record_get(r->record, "env.ranks_by_host");
+    json_t *cb = sweep_record_get(r->record, "env.cores_by_host");
+    json_object_set_new(m, "hosts", hosts ? json_incref(hosts) : json_null());
+    json_object_set_new(m, "ranks_by_host", rb ? json_incref(rb) : json_null());
+    json_object_set_new(m, "cores_by_host", cb ? json_incref(cb) : json_null());
+    int spans = sweep_tp_spans_hosts(r);
+    json_object_set_new(m, "tp_spans_hosts", spans < 0 ? json_null() : json_boolean(spans));
+}
+
+static json_t *mesh_json(const sweep_report_ctx *c, const sweep_result *r, double target) {
+    json_t *m = json_object();
+    if (!m) return NULL;
+    char rec[96], log[96];
+    snprintf(rec, sizeof rec, c->plan_only ? "runs/%s.plan.json" : "runs/%s.json", r->mesh->name);
+    snprintf(log, sizeof log, c->plan_only ? "runs/%s.plan.log" : "runs/%s.log", r->mesh->name);
+    json_object_set_new(m, "mesh", json_string(r->mesh->name));
+    json_object_set_new(m, "dp", json_integer(r->mesh->dp));
+    json_object_set_new(m, "tp", json_integer(r->mesh->tp));
+    json_object_set_new(m, "batch_size", json_integer(r->batch_size));
+    json_object_set_new(m, "global_batch", json_integer(sweep_global_batch(r)));
+    json_object_set_new(m, "status", json_string(r->status));
+    json_object_set_new(m, "error", r->error[0] ? json_string(r->error) : json_null());
+    json_object_set_new(m, "record", r->record ? json_string(rec) : json_null()); /* only files that exist */
+    json_object_set_new(m, "log", json_string(log));
+    if (c->plan_only) {
+        json_t *fits = sweep_record_get(r->record, "fits");
+        json_object_set_new(m, "fits", json_is_boolean(fits) ? json_incref(fits) : json_null());
+        json_object_set_new(m, "capped_at_engine_limit", json_boolean(r->capped));
+        mem_json(r, 1, m);
+        return m;
+    }
+    json_object_set_new(m, "resumed", json_boolean(r->resumed));
+    json_object_set_new(m, "resumed_from", r->resumed ? json_string(c->stamp ? c->stamp : "") : json_null());
+    json_object_set_new(m, "finished", r->resumed && r->finished[0] ? json_string(r->finished) : json_null());
+    json_object_set_new(m, "elapsed_s", r->elapsed_s >= 0 ? json_real(r->elapsed_s) : json_null());
+    json_object_set_new(m, "tok_s", num_or_null(sweep_record_num(r->record, "summary.tok_s")));
+    json_object_set_new(m, "tok_s_per_rank", num_or_null(sweep_record_num(r->record, "summary.tok_s_per_rank")));
+    json_object_set_new(m, "mfu", num_or_null(sweep_record_num(r->record, "summary.mfu")));
+    json_object_set_new(m, "mfu_share", num_or_null(sweep_mfu_share(r)));
+    json_object_set_new(m, "step_ms_median", num_or_null(sweep_record_num(r->record, "summary.step_ms_median")));
+    mem_json(r, 0, m);
+    json_object_set_new(m, "final_loss", num_or_null(sweep_record_num(r->record, "summary.final_loss")));
+    json_object_set_new(m, "final_eval_loss", num_or_null(sweep_record_num(r->record, "summary.final_eval_loss")));
+    json_object_set_new(m, "seconds_to_target_loss", num_or_null(sweep_seconds_to_loss(r, target, NULL)));
+    hosts_json(r, m);
+    if (c->spec->batch_mode == SWEEP_BATCH_MAX) json_object_set_new(m, "max_batch_search", search_json(r));
+    return m;
+}
+
+static json_t *deviation_json(const sweep_report_ctx *c) {
+    sweep_deviation d;
+    json_t *per_step = NULL;
+    sweep_loss_deviation(c->res, c->n, &d, &per_step);
+    json_t *dev = json_object();
+    if (!dev) {
+        json_decref(per_step);
+        return json_null();
+    }
+    json_object_set_new(dev, "global_batch", json_integer(c->spec->global_batch));
+    json_object_set_new(dev, "ref", d.ref >= 0 ? json_string(c->res[d.ref].mesh->name) : json_null());
+    json_object_set_new(dev, "max_rel", d.at_mesh >= 0 ? num_or_null(d.max_rel) : json_null());
+    json_object_set_new(dev, "at_step", d.at_step >= 0 ? json_integer(d.at_step) : json_null());
+    json_object_set_new(dev, "at_mesh", d.at_mesh >= 0 ? json_string(c->res[d.at_mesh].mesh->name) : json_null());
+    json_object_set_new(dev, "steps_compared", json_integer(d.steps_compared));
+    json_object_set_new(dev, "per_step", per_step ? per_step : json_array());
+    return dev;
+}
+
+/* The charts that exist and are complete, as listed in summary.json and report.md. */
+static json_t *charts_json(const sweep_report_ctx *c) {
+    json_t *a = json_array();
+    for (const char *const *n = sweep_chart_names(c->plan_only); a && *n; n++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.png", c->dir, *n);
+        if (sweep_chart_complete(path)) json_array_append_new(a, json_sprintf("%s.png", *n));
+    }
+    return a ? a : json_array();
+}
+
+int sweep_write_summary_json(const sweep_report_ctx *c, char *err, size_t el) {
+    const sweep_spec *s = c->spec;
+    json_t *root = json_object();
+    json_t *meshes = json_array();
+    if (!root || !meshes) {
+        errmsg_set(err, el, "summary.json: out of memory");
+        json_decref(root), json_decref(meshes);
+        return -1;
+    }
+    double target = c->plan_only ? NAN : sweep_target_loss(c);
+    json_object_set_new(root, "schema", json_string("meshsweep.sweep/1"));
+    json_object_set_new(root, "name", json_string(s->name));
+    json_object_set_new(root, "plan_only", json_boolean(c->plan_only));
+    json_object_set_new(root, "folder", json_string(c->dir));
+    json_object_set_new(root, "created", json_string(c->created_utc ? c->created_utc : ""));
+    json_object_set_new(root, "started", json_string(c->started_utc ? c->started_utc : ""));
+    json_object_set_new(root, "mode", json_string(mode_name(s->batch_mode)));
+    json_object_set_new(root, "world", json_integer(s->world));
+    json_object_set_new(root, "model", json_string(s->model));
+    json_object_set_new(root, "seq_len", json_integer(s->seq_len));
+    json_object_set_new(root, "steps", json_integer(s->steps));
+    json_object_set_new(root, "mem_budget", s->mem_budget ? json_string(s->mem_budget) : json_null());
+    json_object_set_new(root, "mem_budget_bytes", s->mem_budget_bytes ? json_integer((json_int_t)s->mem_budget_bytes)
+                                                                 : json_null());
+    json_object_set_new(root, "target_loss", num_or_null(target));
+    json_object_set_new(root, "target_loss_from", json_string(s->target_loss > 0 ? "spec" : "highest final loss"));
+    int n_ok = 0;
+    for (int i = 0; i < c->n; i++) {
+        n_ok += strcmp(c->res[i].status, c->plan_only ? "planned" : "ok") == 0;
+        json_t *m = mesh_json(c, &c->res[i], target);
+        if (m) json_array_append_new(meshes, m);
+    }
+    json_object_set_new(root, "meshes", meshes);
+    json_object_set_new(root, c->plan_only ? "meshes_planned" : "runs_ok", json_integer(n_ok));
+    json_object_set_new(root, "runs_total", json_integer(c->n));
+    if (s->batch_mode == SWEEP_BATCH_GLOBAL && !c->plan_only) json_object_set_new(root, "loss_deviation", deviation_json(c));
+    json_object_set_new(root, "charts", charts_json(c));
+    json_object_set_new(root, "report", json_string("report.md"));
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(root);
+    if (!text) {
+        errmsg_set(err, el, "summary.json: out of memory");
+        return -1;
+    }
+    sweep_sbuf b = {0};
+    sweep_sb_printf(&b, "%s\n", text);
+    free(text);
+    return sweep_sb_write(&b, c->dir, "summary.json", err, el);
+}
+
+/* ---- summary.csv ------------------------------------------------------------------------------ */
+
+static void csv_num(sweep_sbuf *b, double x, const char *fmt) {
+    if (isfinite(x)) sweep_sb_printf(b, fmt, x);
+    sweep_sb_printf(b, ",");
+}
+
+int sweep_write_summary_csv(const sweep_report_ctx *c, char *err, size_t el) {
+    sweep_sbuf b = {0};
+    sweep_sb_printf(&b, "mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes");
+    for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(&b, ",%s_bytes", mem_cat_names[k]);
+    sweep_sb_printf(&b, ",final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,status\n");
+    double target = c->plan_only ? NAN : sweep_target_loss(c);
+    const char *peak = c->plan_only ? "peak" : "memory.peak", *cat = c->plan_only ? "by_category" : "memory.by_category";
+    for (int i = 0; i < c->n; i++) {
+        const sweep_result *r = &c->res[i];
+        sweep_sb_printf(&b, "%s,%d,%d,%d,%d,", r->mesh->name, r->mesh->dp, r->mesh->tp, r->batch_size, sweep_global_batch(r));
+        csv_num(&b, sweep_record_num(r->record, "summary.tok_s"), "%.1f");
+        csv_num(&b, sweep_record_num(r->record, "summary.tok_s_per_rank"), "%.1f");
+        csv_num(&b, sweep_record_num(r->record, "summary.mfu"), "%.6f");
+        csv_num(&b, sweep_record_num(r->record, peak), "%.0f");
+        for (int k = 0; k < MEM_NCAT; k++) {
+            char path[64];
+            snprintf(path, sizeof path, "%s.%s", cat, mem_cat_names[k]);
+            csv_num(&b, sweep_record_num(r->record, path), "%.0f");
+        }
+        csv_num(&b, sweep_record_num(r->record, "summary.final_loss"), "%.6f");
+        csv_num(&b, sweep_record_num(r->record, "summary.final_eval_loss"), "%.6f");
+        csv_num(&b, sweep_mfu_share(r), "%.6f");
+        csv_num(&b, sweep_seconds_to_loss(r, target, NULL), "%.3f");
+        sweep_sb_printf(&b, "%s\n", r->status);
+    }
+    return sweep_sb_write(&b, c->dir, "summary.csv", err, el);
+}

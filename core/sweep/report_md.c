@@ -1,0 +1,334 @@
+/* core/sweep/report_md.c — report.md, the page to read: a first paragraph with the answers (the
+ * fastest mesh, the first to reach the target loss, the largest global batch), how the cores were
+ * shared, where the results came from (resumed or not), the table, the max-batch search, the charts
+ * that exist, and the runs that did not finish ok. Numbers only, no adjectives.
+ * Not the tables (core/sweep/report.c), not the charts (core/sweep/charts.c). */
+#include "core/sweep/report.h"
+#include "core/sweep/charts.h"
+#include "core/common/errmsg.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double MiB = 1048576.0;
+
+static void md_num(sweep_sbuf *b, double x, const char *fmt) {
+    if (isfinite(x)) sweep_sb_printf(b, fmt, x);
+    else sweep_sb_printf(b, "n/a");
+    sweep_sb_printf(b, " | ");
+}
+
+/* The first line of an error, with table-breaking characters replaced. */
+static void one_line(const char *in, char *out, size_t cap) {
+    size_t k = 0;
+    for (const char *p = in; *p && *p != '\n' && k + 1 < cap; p++) out[k++] = (*p == '|' || *p == '`') ? '/' : *p;
+    out[k] = '\0';
+}
+
+static int is_ok(const sweep_result *r) { return strcmp(r->status, "ok") == 0; }
+
+/* ---- the first paragraph ---------------------------------------------------------------------- */
+
+static void answers(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
+    int fast = -1, first = -1, big = -1, first_step = -1;
+    double best_tok = 0, best_t = INFINITY;
+    for (int i = 0; i < c->n; i++) {
+        const sweep_result *r = &c->res[i];
+        if (c->plan_only ? strcmp(r->status, "planned") != 0 : !is_ok(r)) continue;
+        double tok = sweep_record_num(r->record, "summary.tok_s");
+        if (!c->plan_only && isfinite(tok) && tok > best_tok) best_tok = tok, fast = i;
+        int step = -1;
+        double t = c->plan_only ? NAN : sweep_seconds_to_loss(r, target, &step);
+        if (isfinite(t) && t < best_t) best_t = t, first = i, first_step = step;
+        if (big < 0 || sweep_global_batch(r) > sweep_global_batch(&c->res[big])) big = i;
+    }
+    if (big < 0) {
+        sweep_sb_printf(b, "No mesh %s; there is nothing to compare.\n\n", c->plan_only ? "could be planned" : "finished ok");
+        return;
+    }
+    if (c->plan_only) {
+        const sweep_result *r = &c->res[big];
+        sweep_sb_printf(b, "Largest planned global batch: **%s**, %d sequences (%d per DP rank), planned peak %.1f MiB "
+                           "per rank. No run was launched: these are plans.\n\n",
+                        r->mesh->name, sweep_global_batch(r), r->batch_size,
+                        sweep_record_num(r->record, "peak") / MiB);
+        return;
+    }
+    if (fast >= 0) {
+        const sweep_result *r = &c->res[fast];
+        sweep_sb_printf(b, "Highest throughput: **%s**, %.0f tokens/s at batch %d per DP rank (global %d). ",
+                        r->mesh->name, best_tok, r->batch_size, sweep_global_batch(r));
+    }
+    const char *from = c->spec->target_loss > 0 ? "the spec's target_loss" : "the highest final loss among the meshes";
+    if (first >= 0)
+        sweep_sb_printf(b, "First to reach loss %.4f (%s): **%s**, after %.1f s of training (step %d). ", target, from,
+                        c->res[first].mesh->name, best_t, first_step);
+    else if (isfinite(target))
+        sweep_sb_printf(b, "No mesh reached loss %.4f (%s). ", target, from);
+    const sweep_result *r = &c->res[big];
+    sweep_sb_printf(b, "Largest global batch: **%s**, %d sequences (%d per DP rank).\n\n", r->mesh->name,
+                    sweep_global_batch(r), r->batch_size);
+}
+
+/* ---- hosts and cores -------------------------------------------------------------------------- */
+
+static void share_text(int ranks, int cores, char *out, size_t cap) {
+    if (cores >= ranks) snprintf(out, cap, "a core of its own");
+    else if (ranks % cores == 0) snprintf(out, cap, "1/%d of a core", ranks / cores);
+    else snprintf(out, cap, "%.2f of a core", (double)cores / ranks);
+}
+
+static void cores_paragraph(sweep_sbuf *b, const sweep_report_ctx *c) {
+    const sweep_result *with = NULL;
+    for (int i = 0; i < c->n && !with; i++) {
+        int nr, nc, nh;
+        sweep_rank_cores(&c->res[i], &nr, &nc, &nh);
+        if (nr > 0) with = &c->res[i];
+    }
+    const sweep_result *any = NULL;
+    for (int i = 0; i < c->n && !any; i++)
+        if (json_is_array(sweep_record_get(c->res[i].record, "env.hosts"))) any = &c->res[i];
+    if (any) {
+        json_t *h = sweep_record_get(any->record, "env.hosts");
+        sweep_sb_printf(b, "Hosts: ");
+        for (size_t k = 0; k < json_array_size(h); k++)
+            sweep_sb_printf(b, "%s`%s`", k ? ", " : "", json_string_value(json_array_get(h, k)) ? json_string_value(json_array_get(h, k)) : "?");
+        sweep_sb_printf(b, ". ");
+    }
+    if (!with) {
+        sweep_sb_printf(b, "Cores per rank: n/a (the run records do not list the cores available on each host), "
+                           "so the second MFU column is n/a.\n");
+    } else {
+        int nr, nc, nh;
+        char share[64];
+        sweep_rank_cores(with, &nr, &nc, &nh);
+        json_t *rb = sweep_record_get(with->record, "env.ranks_by_host");
+        json_t *cb = sweep_record_get(with->record, "env.cores_by_host");
+        if (nh == 1) {
+            share_text(nr, nc, share, sizeof share);
+            sweep_sb_printf(b, "%d ranks on %d core%s: each rank had %s.\n", nr, nc, nc == 1 ? "" : "s", share);
+        } else {
+            sweep_sb_printf(b, "%d ranks on %d hosts with %d cores in all:", nr, nh, nc);
+            const char *h;
+            json_t *v;
+            int k = 0;
+            json_object_foreach(rb, h, v) {
+                int r = (int)json_array_size(v), cc = (int)json_integer_value(json_object_get(cb, h));
+                share_text(r, cc, share, sizeof share);
+                sweep_sb_printf(b, "%s `%s` %d ranks on %d cores (each rank had %s)", k++ ? ";" : "", h, r, cc, share);
+            }
+            sweep_sb_printf(b, ".\n");
+        }
+    }
+    sweep_sb_printf(b, "MFU is given twice: against one core per rank (peak FLOP/s per rank as train measured or was "
+                       "told it), and against the compute share each rank had, peak × min(1, cores/ranks) per host.\n");
+    for (int i = 0; i < c->n; i++)
+        if (sweep_tp_spans_hosts(&c->res[i]) == 1)
+            sweep_sb_printf(b, "\n**Warning:** on mesh %s a tensor-parallel group spans hosts, so its collectives "
+                               "cross the network; launch with `--map-by slot` or `--npernode N` (N a multiple of "
+                               "tp = %d) so that each group of %d consecutive ranks is on one host.\n",
+                            c->res[i].mesh->name, c->res[i].mesh->tp, c->res[i].mesh->tp);
+    sweep_sb_printf(b, "\n");
+}
+
+/* ---- setup and provenance --------------------------------------------------------------------- */
+
+static void setup_lines(sweep_sbuf *b, const sweep_report_ctx *c) {
+    const sweep_spec *s = c->spec;
+    sweep_sb_printf(b, "Model `%s`, %d ranks (`%s` backend), sequence length %d, %d steps, lr %g", s->model, s->world,
+                    s->backend, s->seq_len, s->steps, s->lr);
+    if (s->mem_budget) sweep_sb_printf(b, ", memory budget %s per rank", s->mem_budget);
+    if (s->gpu && c->plan_only) sweep_sb_printf(b, ", planned for GPU `%s`", s->gpu);
+    sweep_sb_printf(b, ".\n");
+    if (s->batch_mode == SWEEP_BATCH_MAX)
+        sweep_sb_printf(b, c->plan_only ? "Batch: the largest that the plan fits in the budget on each mesh.\n"
+                                        : "Batch: the largest that fits the budget on each mesh (plan, then confirmed "
+                                          "by short probe runs at b and b+1).\n");
+    else if (s->batch_mode == SWEEP_BATCH_GLOBAL)
+        sweep_sb_printf(b, "Batch: global batch %d sequences on every mesh (batch per DP rank = %d / dp).\n",
+                        s->global_batch, s->global_batch);
+    else
+        sweep_sb_printf(b, "Batch: as given in the spec, per DP rank.\n");
+    sweep_sb_printf(b, "Folder `%s` created %s; this report written by the invocation started %s. Spec: "
+                       "[spec.json](spec.json); summary: [summary.json](summary.json), [summary.csv](summary.csv).\n",
+                    c->stamp ? c->stamp : "?", c->created_utc ? c->created_utc : "?", c->started_utc ? c->started_utc : "?");
+    int k = 0;
+    for (int i = 0; i < c->n; i++)
+        if (c->res[i].resumed)
+            sweep_sb_printf(b, "%s%s (finished %s)", k++ ? ", " : "Resumed from an earlier invocation on this folder: ",
+                            c->res[i].mesh->name, c->res[i].finished[0] ? c->res[i].finished : "?");
+    if (k) sweep_sb_printf(b, ".\n");
+    sweep_sb_printf(b, "\n");
+}
+
+/* ---- tables ----------------------------------------------------------------------------------- */
+
+static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
+    sweep_sb_printf(b, "| mesh | dp | tp | batch / DP rank | global batch | tok/s | tok/s per rank | MFU (1 core per rank) | "
+                       "MFU (core share) | peak MiB | final loss | final eval loss | s to loss ");
+    if (isfinite(target)) sweep_sb_printf(b, "%.4f", target);
+    else sweep_sb_printf(b, "n/a");
+    sweep_sb_printf(b, " | status |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < c->n; i++) {
+        const sweep_result *r = &c->res[i];
+        sweep_sb_printf(b, "| [%s](runs/%s.json) | %d | %d | %d | %d | ", r->mesh->name, r->mesh->name, r->mesh->dp,
+                        r->mesh->tp, r->batch_size, sweep_global_batch(r));
+        md_num(b, sweep_record_num(r->record, "summary.tok_s"), "%.0f");
+        md_num(b, sweep_record_num(r->record, "summary.tok_s_per_rank"), "%.0f");
+        md_num(b, 100 * sweep_record_num(r->record, "summary.mfu"), "%.2f%%");
+        md_num(b, 100 * sweep_mfu_share(r), "%.2f%%");
+        md_num(b, sweep_record_num(r->record, "memory.peak") / MiB, "%.1f");
+        md_num(b, sweep_record_num(r->record, "summary.final_loss"), "%.4f");
+        md_num(b, sweep_record_num(r->record, "summary.final_eval_loss"), "%.4f");
+        md_num(b, sweep_seconds_to_loss(r, target, NULL), "%.1f");
+        if (r->resumed) sweep_sb_printf(b, "%s (resumed from %s) |\n", r->status, c->stamp ? c->stamp : "?");
+        else sweep_sb_printf(b, "%s |\n", r->status);
+    }
+    sweep_sb_printf(b, "\nSeconds to a loss: the sum of the step times up to the first step whose training loss is at "
+                       "or below it (start-up and evaluation not counted).\n\n");
+}
+
+static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
+    sweep_sb_printf(b, "| mesh | dp | tp | planned batch / DP rank | global batch | planned peak MiB |");
+    for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(b, " %s MiB |", mem_cat_names[k]);
+    sweep_sb_printf(b, " fits | status |\n|---|---:|---:|---:|---:|---:|");
+    for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(b, "---:|");
+    sweep_sb_printf(b, "---|---|\n");
+    for (int i = 0; i < c->n; i++) {
+        const sweep_result *r = &c->res[i];
+        if (r->record) sweep_sb_printf(b, "| [%s](runs/%s.plan.json) ", r->mesh->name, r->mesh->name);
+        else sweep_sb_printf(b, "| %s ", r->mesh->name); /* no plan file to link to */
+        sweep_sb_printf(b, "| %d | %d | %d%s | %d | ", r->mesh->dp, r->mesh->tp, r->batch_size,
+                        r->capped ? " (engine limit)" : "", sweep_global_batch(r));
+        md_num(b, sweep_record_num(r->record, "peak") / MiB, "%.1f");
+        for (int k = 0; k < MEM_NCAT; k++) {
+            char path[64];
+            snprintf(path, sizeof path, "by_category.%s", mem_cat_names[k]);
+            md_num(b, sweep_record_num(r->record, path) / MiB, "%.1f");
+        }
+        json_t *fits = sweep_record_get(r->record, "fits");
+        sweep_sb_printf(b, "%s | %s |\n", json_is_boolean(fits) ? (json_is_true(fits) ? "yes" : "no") : "n/a", r->status);
+    }
+    sweep_sb_printf(b, "\n");
+}
+
+static void max_batch_section(sweep_sbuf *b, const sweep_report_ctx *c) {
+    sweep_sb_printf(b, "## Largest batch per mesh\n\n");
+    for (int i = 0; i < c->n; i++) {
+        const sweep_result *r = &c->res[i];
+        sweep_sb_printf(b, "- **%s**: plan ", r->mesh->name);
+        if (r->plan_batch >= 0) sweep_sb_printf(b, "%d", r->plan_batch);
+        else sweep_sb_printf(b, "n/a");
+        sweep_sb_printf(b, "; probes");
+        for (int p = 0; p < r->n_probes; p++) {
+            const char *st = r->probes[p].status;
+            sweep_sb_printf(b, "%s b=%d %s", p ? "," : "", r->probes[p].batch_size,
+                            strcmp(st, "oom") == 0                                  ? "oom"
+                            : (strcmp(st, "ok") == 0 || strcmp(st, "diverged") == 0) ? "fits"
+                                                                                     : st);
+        }
+        if (!r->n_probes) sweep_sb_printf(b, " none");
+        sweep_sb_printf(b, " → **%d** per DP rank (global %d)%s\n", r->batch_size, r->mesh->dp * r->batch_size,
+                        r->capped ? ": the engine's own batch limit, not the memory budget's" : "");
+    }
+    sweep_sb_printf(b, "\n");
+}
+
+/* ---- charts and problems ---------------------------------------------------------------------- */
+
+static const char *chart_title(const char *n) {
+    static const struct { const char *name, *title, *data; } t[] = {
+        {"loss", "Training loss vs step", "loss_<mesh>.dat"},
+        {"loss_tokens", "Training loss vs tokens seen", "loss_<mesh>.dat"},
+        {"loss_time", "Training loss vs training seconds", "loss_<mesh>.dat"},
+        {"throughput", "Throughput and MFU (one core per rank, and the core share)", "throughput.dat"},
+        {"memory", "Peak memory per rank by category", "memory.dat"},
+        {"max_batch", "Batch vs TP degree", "max_batch.dat"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(t[i].name, n) == 0) return t[i].title;
+    return n;
+}
+
+static void charts_section(sweep_sbuf *b, const sweep_report_ctx *c) {
+    sweep_sb_printf(b, "## Charts\n\n");
+    int missing = 0;
+    for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++) {
+        char png[4200], svg[4200];
+        snprintf(png, sizeof png, "%s/%s.png", c->dir, *n);
+        snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, *n);
+        int have_png = sweep_chart_complete(png), have_svg = sweep_chart_complete(svg);
+        if (!have_png && !have_svg) {
+            missing++;
+            continue;
+        }
+        sweep_sb_printf(b, "### %s\n\n", chart_title(*n));
+        if (have_png) sweep_sb_printf(b, "![%s](%s.png)\n\n", chart_title(*n), *n);
+        if (have_svg) sweep_sb_printf(b, "[SVG](%s.svg)\n\n", *n);
+    }
+    if (missing) {
+        sweep_sb_printf(b, "Not drawn (see `gnuplot.log`):");
+        int k = 0;
+        for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++) {
+            char png[4200], svg[4200];
+            snprintf(png, sizeof png, "%s/%s.png", c->dir, *n);
+            snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, *n);
+            if (!sweep_chart_complete(png) && !sweep_chart_complete(svg)) sweep_sb_printf(b, "%s %s", k++ ? "," : "", *n);
+        }
+        sweep_sb_printf(b, ".\n\n");
+    }
+}
+
+static void problems_section(sweep_sbuf *b, const sweep_report_ctx *c) {
+    const char *good = c->plan_only ? "planned" : "ok";
+    int problems = 0;
+    for (int i = 0; i < c->n; i++) problems += strcmp(c->res[i].status, good) != 0;
+    if (!problems) return;
+    sweep_sb_printf(b, "## %s\n\n", c->plan_only ? "Meshes that could not be planned" : "Runs that did not finish ok");
+    for (int i = 0; i < c->n; i++) {
+        const sweep_result *r = &c->res[i];
+        if (strcmp(r->status, good) == 0) continue;
+        char line[400], log[128];
+        one_line(r->error[0] ? r->error : "(no message)", line, sizeof line);
+        const char *rl = json_string_value(sweep_record_get(r->record, "runner.log"));
+        if (rl && strlen(rl) < sizeof log && strncmp(rl, "runs/", 5) == 0) snprintf(log, sizeof log, "%s", rl);
+        else snprintf(log, sizeof log, c->plan_only ? "runs/%s.plan.log" : "runs/%s.log", r->mesh->name);
+        sweep_sb_printf(b, "- **%s** %s: %s (log: [%s](%s))%s\n", r->mesh->name, r->status, line, log, log,
+                        c->plan_only || strcmp(r->status, "oom") == 0 || strcmp(r->status, "diverged") == 0
+                            ? ""
+                            : "; the next invocation retries it");
+    }
+    sweep_sb_printf(b, "\n");
+}
+
+int sweep_write_report_md(const sweep_report_ctx *c, int charts_ok, char *err, size_t el) {
+    (void)charts_ok; /* the charts section lists what exists, whatever happened while drawing */
+    const sweep_spec *s = c->spec;
+    double target = c->plan_only ? NAN : sweep_target_loss(c);
+    sweep_sbuf b = {0};
+    sweep_sb_printf(&b, "# %s `%s`\n\n", c->plan_only ? "Plan of sweep" : "Sweep", s->name);
+    answers(&b, c, target);
+    setup_lines(&b, c);
+    if (!c->plan_only) cores_paragraph(&b, c);
+    sweep_sb_printf(&b, "## Results\n\n");
+    if (c->plan_only) plan_table(&b, c);
+    else run_table(&b, c, target);
+    if (s->batch_mode == SWEEP_BATCH_MAX && !c->plan_only) max_batch_section(&b, c);
+    if (s->batch_mode == SWEEP_BATCH_GLOBAL && !c->plan_only) {
+        sweep_deviation d;
+        sweep_loss_deviation(c->res, c->n, &d, NULL);
+        sweep_sb_printf(&b, "## Loss agreement between meshes\n\n");
+        if (d.at_mesh >= 0)
+            sweep_sb_printf(&b, "Largest relative loss deviation from %s over %d steps: **%.3g** (mesh %s, step %d).\n\n",
+                            c->res[d.ref].mesh->name, d.steps_compared, d.max_rel, c->res[d.at_mesh].mesh->name,
+                            d.at_step);
+        else
+            sweep_sb_printf(&b, "Nothing to compare (fewer than two meshes produced losses).\n\n");
+    }
+    charts_section(&b, c);
+    problems_section(&b, c);
+    return sweep_sb_write(&b, c->dir, "report.md", err, el);
+}

@@ -1,0 +1,387 @@
+/* core/sweep/runner.c — the sweep runner behind build/sweep (design 9): load the spec, check what it
+ * names before anything is launched (data files, model, launcher), pick the results folder (resume
+ * only a matching one, one runner per folder), run each mesh (core/sweep/mesh_runs.c) or only its plan
+ * (--plan-only), then have the outputs written (core/sweep/report.c).
+ * Not the spec parser (core/sweep/spec.c), not process control (core/sweep/launch.c), not one mesh
+ * (core/sweep/mesh_runs.c), not option parsing (bench/sweep.c), not training (build/train). */
+#include "core/sweep/runner.h"
+#include "core/sweep/charts.h"
+
+#include "core/formats/config.h"
+#include "core/sweep/folder.h"
+#include "core/sweep/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void sweep_print_argv(FILE *f, char *const *argv); /* core/sweep/mesh_runs.c */
+
+/* ---- where things are ------------------------------------------------------------------------- */
+
+/* Where the programs and templates are: next to this binary (build/train, ../plots). */
+static int exe_dir(char *out, size_t cap) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return -1;
+    *slash = '\0';
+    size_t len = strlen(self);
+    if (len >= cap) return -1;
+    memcpy(out, self, len + 1);
+    return 0;
+}
+
+static int find_plots(char *out, size_t cap) {
+    char cand[3][PATH_MAX];
+    int nc = 0;
+    const char *envp = getenv("MESHSWEEP_PLOTS");
+    if (envp && *envp) snprintf(cand[nc++], PATH_MAX, "%s", envp);
+    char ed[PATH_MAX];
+    if (exe_dir(ed, sizeof ed) == 0) snprintf(cand[nc++], PATH_MAX, "%.4000s/../plots", ed);
+    snprintf(cand[nc++], PATH_MAX, "plots");
+    for (int i = 0; i < nc; i++) {
+        char probe[PATH_MAX + 16];
+        if (snprintf(probe, sizeof probe, "%s/loss.gp", cand[i]) >= (int)sizeof probe) continue;
+        if (access(probe, R_OK) == 0 && realpath(cand[i], out) && strlen(out) < cap) return 0;
+    }
+    return -1;
+}
+
+/* ---- the spec's inputs, checked before any launch ------------------------------------------------ */
+
+/* 0 when path is a file this process can open for reading; else -1 and why. */
+static int readable(const char *path, char *why, size_t cap) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(why, cap, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(why, cap, "%s is a folder, not a token file", path);
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, cap, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* A token file, a Megatron prefix (PREFIX.bin + PREFIX.idx) or "synthetic". */
+static int data_ok(const char *path, char *why, size_t cap) {
+    if (strcmp(path, "synthetic") == 0) return 0;
+    if (readable(path, why, cap) == 0) return 0;
+    char bin[PATH_MAX], idx[PATH_MAX], w2[64];
+    if (snprintf(bin, sizeof bin, "%s.bin", path) < (int)sizeof bin && snprintf(idx, sizeof idx, "%s.idx", path) <
+        (int)sizeof idx && readable(bin, w2, sizeof w2) == 0 && readable(idx, w2, sizeof w2) == 0)
+        return 0;
+    return -1;
+}
+
+/* argv[0] as execvp finds it: a path with a slash, or a name on PATH. */
+static int on_path(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char cand[PATH_MAX];
+        struct stat st;
+        if (snprintf(cand, sizeof cand, "%.*s/%s", (int)n, n ? p : ".", prog) < (int)sizeof cand &&
+            stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+            return 1;
+        if (!e) return 0;
+        p = e + 1;
+    }
+}
+
+/* Spec faults that would fail every mesh: one line "KEY: problem", exit 2, before anything runs. */
+static int check_inputs(const sweep_spec *s, int plan_only, char *err, size_t el) {
+    char why[PATH_MAX + 200];
+    model_config cfg;
+    if (config_resolve(&cfg, s->model, why, sizeof why) != 0) {
+        snprintf(err, el, "model: %s", why);
+        return -1;
+    }
+    if (plan_only) return 0; /* a plan reads no data and starts no launcher */
+    if (data_ok(s->data, why, sizeof why) != 0) {
+        snprintf(err, el, "data: %s", why);
+        return -1;
+    }
+    if (s->eval_data && data_ok(s->eval_data, why, sizeof why) != 0) {
+        snprintf(err, el, "eval_data: %s", why);
+        return -1;
+    }
+    if (s->n_launcher > 0 && !on_path(s->launcher[0])) {
+        snprintf(err, el, "launcher[0]: %s is not %s", s->launcher[0],
+                 strchr(s->launcher[0], '/') ? "an executable file" : "a program on PATH");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- setting up ------------------------------------------------------------------------------- */
+
+/* The train program (next to this binary unless given) and the child environment. 0 or an exit code. */
+static int setup_runner(sweep_runner *R, const sweep_run_opts *o) {
+    if (o->train) {
+        snprintf(R->train, sizeof R->train, "%s", o->train);
+    } else {
+        char ed[PATH_MAX];
+        if (exe_dir(ed, sizeof ed) != 0) {
+            fprintf(stderr, "sweep: cannot find this program's folder (/proc/self/exe); pass --train PATH\n");
+            return SWEEP_EXIT_IO;
+        }
+        snprintf(R->train, sizeof R->train, "%.4000s/train", ed);
+    }
+    if (!o->dry_run && access(R->train, X_OK) != 0) {
+        fprintf(stderr, "sweep: train program %s: %s (build it with make, or pass --train PATH)\n", R->train,
+                strerror(errno));
+        return SWEEP_EXIT_IO;
+    }
+    /* the child environment: what Open MPI and OpenBLAS need here, unless the user set it */
+    int ne = 0;
+    R->env_default[ne++] = "OMPI_MCA_mpi_yield_when_idle=1";
+    R->env_default[ne++] = "OPENBLAS_NUM_THREADS=1";
+    R->env_default[ne++] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
+    if (geteuid() == 0) {
+        R->env_default[ne++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+        R->env_default[ne++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    }
+    R->env_default[ne] = NULL;
+    /* Open MPI forwards OMPI_* to remote ranks itself; the rest must be named with -x */
+    R->forward_env[0] = "OPENBLAS_NUM_THREADS";
+    R->forward_env[1] = NULL;
+    return 0;
+}
+
+/* Resume a matching folder or create one, lock it, check it takes files. 0 or an exit code. */
+static int prepare_folder(sweep_runner *R, const char *base, const sweep_run_opts *o, int *lock_fd) {
+    const sweep_spec *s = R->spec;
+    sweep_identity id;
+    char err[600], why[PATH_MAX + 200] = "";
+    if (sweep_identity_get(&id, R->train, s, err, sizeof err) != 0) {
+        fprintf(stderr, "sweep: %s\n", err);
+        return SWEEP_EXIT_IO;
+    }
+    json_t *idj = sweep_identity_json(&id);
+    int kind = o->plan_only ? SWEEP_FOLDER_PLAN : SWEEP_FOLDER_RUN;
+    R->resumed = !o->fresh && !o->plan_only &&
+                 sweep_folder_find(base, s->json, idj, kind, R->dir, sizeof R->dir, why, sizeof why);
+    int rc = 0;
+    if (R->resumed) {
+        int l = sweep_folder_lock(R->dir, lock_fd);
+        if (l != 0) rc = l == -2 ? SWEEP_EXIT_USAGE : SWEEP_EXIT_IO;
+    } else {
+        if (why[0] && !o->fresh && !o->plan_only) fprintf(stderr, "sweep: %s; starting a new folder\n", why);
+        if (sweep_folder_create(base, s->json, idj, kind, R->dir, sizeof R->dir, lock_fd) != 0) rc = SWEEP_EXIT_IO;
+    }
+    json_decref(idj);
+    if (rc) return rc;
+    const char *slash = strrchr(R->dir, '/');
+    snprintf(R->stamp, sizeof R->stamp, "%.16s", slash ? slash + 1 : R->dir);
+    char runs[PATH_MAX];
+    sweep_pathf(runs, sizeof runs, "%s/runs", R->dir);
+    if (sweep_mkdirs(runs, 0755) != 0) {
+        fprintf(stderr, "sweep: cannot create %s: %s\n", runs, strerror(errno));
+        return SWEEP_EXIT_IO;
+    }
+    /* a folder that cannot take a file (read-only, full) stops the sweep before anything runs */
+    char probe_path[PATH_MAX];
+    sweep_pathf(probe_path, sizeof probe_path, "%s/.write-test", runs);
+    if (sweep_write_atomic(probe_path, "", 0) != 0 || unlink(probe_path) != 0) {
+        fprintf(stderr, "sweep: cannot write in %s: %s\n", runs, strerror(errno));
+        return SWEEP_EXIT_IO;
+    }
+    return 0;
+}
+
+/* ---- dry run ---------------------------------------------------------------------------------- */
+
+static int dry_run(sweep_runner *R, const char *base, int plan_only) {
+    const sweep_spec *s = R->spec;
+    fprintf(stderr, "sweep: %d meshes; results would go to %s/<UTC timestamp>/ (or the latest matching one)\n",
+            s->n_meshes, base);
+    for (int i = 0; i < s->n_meshes; i++) {
+        const sweep_mesh *m = &s->meshes[i];
+        R->idx = i + 1;
+        sweep_argv a = {0};
+        int max = s->batch_mode == SWEEP_BATCH_MAX;
+        if (max || plan_only) {
+            if (sweep_train_argv(s, m, SWEEP_ARGV_PLAN, max ? 0 : m->batch_size, R->train, "runs/.plan.json", &a))
+                return SWEEP_EXIT_IO;
+            sweep_progress(R, m, "plan: ");
+            sweep_print_argv(stderr, a.v);
+            sweep_argv_free(&a);
+            if (plan_only) continue;
+            sweep_progress(R, m, "then probes at the planned b and b+1 (--steps 2), then the run at the confirmed b:\n");
+        }
+        if (sweep_train_argv_env(s, m, SWEEP_ARGV_RUN, max ? 0 : m->batch_size, R->train, "runs/.run.json",
+                                 R->forward_env, &a))
+            return SWEEP_EXIT_IO;
+        for (int k = 0; max && a.v[k]; k++)
+            if (strcmp(a.v[k], "--batch-size") == 0 && a.v[k + 1]) {
+                free(a.v[k + 1]);
+                a.v[k + 1] = strdup("<b>");
+                if (!a.v[k + 1]) return SWEEP_EXIT_IO;
+            }
+        sweep_progress(R, m, "run: ");
+        sweep_print_argv(stderr, a.v);
+        sweep_argv_free(&a);
+    }
+    return 0;
+}
+
+/* ---- outputs ---------------------------------------------------------------------------------- */
+
+/* Summary, CSV, charts, report once every mesh is done. Returns the exit status. */
+static int write_outputs(sweep_runner *R, sweep_result *res, const char *started, int plan_only) {
+    const sweep_spec *s = R->spec;
+    char err[1024], created[32];
+    sweep_folder_created(R->dir, created, sizeof created);
+    const char *gp = getenv("MESHSWEEP_GNUPLOT");
+    sweep_report_ctx c = {.spec = s, .res = res, .n = s->n_meshes, .dir = R->dir, .plots_dir = R->plots,
+                          .gnuplot = gp && *gp ? gp : "gnuplot", .started_utc = started,
+                          .created_utc = created[0] ? created : started, .stamp = R->stamp, .plan_only = plan_only};
+    int ok = 1, status = 0;
+    if (sweep_write_plot_data(&c, err, sizeof err)) {
+        fprintf(stderr, "sweep: %s\n", err);
+        ok = 0;
+    }
+    int charts_ok = ok && sweep_draw_charts(&c, err, sizeof err) == 0;
+    if (ok && !charts_ok) fprintf(stderr, "sweep: %s\n", err);
+    /* after the charts: summary.json lists only those that exist */
+    if (sweep_write_summary_json(&c, err, sizeof err) || sweep_write_summary_csv(&c, err, sizeof err)) {
+        fprintf(stderr, "sweep: %s\n", err);
+        ok = 0;
+    }
+    int report_ok = 0;
+    if (sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
+    else if (ok && sweep_write_report_md(&c, charts_ok, err, sizeof err) != 0) fprintf(stderr, "sweep: %s\n", err);
+    else report_ok = ok;
+    if (s->batch_mode == SWEEP_BATCH_GLOBAL && !plan_only) {
+        sweep_deviation d;
+        sweep_loss_deviation(res, s->n_meshes, &d, NULL);
+        if (d.at_mesh >= 0)
+            fprintf(stderr, "sweep: largest relative loss deviation from %s: %.3g (mesh %s, step %d, %d steps compared)\n",
+                    res[d.ref].mesh->name, d.max_rel, res[d.at_mesh].mesh->name, d.at_step, d.steps_compared);
+        else
+            fprintf(stderr, "sweep: loss deviation: nothing to compare\n");
+    }
+    int n_ok = 0;
+    const char *want = plan_only ? "planned" : "ok";
+    for (int i = 0; i < s->n_meshes; i++) n_ok += strcmp(res[i].status, want) == 0;
+    if (status != SWEEP_EXIT_INTERRUPTED) {
+        if (report_ok)
+            fprintf(stderr, "sweep: %d of %d %s %s; report: %s/report.md\n", n_ok, s->n_meshes,
+                    plan_only ? "meshes" : "runs", want, R->dir);
+        else
+            fprintf(stderr, "sweep: %d of %d %s %s; no report (see above); results so far in %s\n", n_ok,
+                    s->n_meshes, plan_only ? "meshes" : "runs", want, R->dir);
+        if (!ok || !charts_ok || !report_ok || R->io_error) status = SWEEP_EXIT_IO;
+    }
+    return status;
+}
+
+/* Every mesh in order, then the outputs. Returns the exit status. */
+static int run_all(sweep_runner *R, const char *started, int plan_only) {
+    const sweep_spec *s = R->spec;
+    sweep_result *res = calloc((size_t)s->n_meshes, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "sweep: out of memory\n");
+        return SWEEP_EXIT_IO;
+    }
+    int status = 0;
+    for (int i = 0; i < s->n_meshes; i++) {
+        R->idx = i + 1;
+        res[i].mesh = &s->meshes[i];
+        int rc = sweep_launch_interrupted() ? SWEEP_EXIT_INTERRUPTED
+                 : plan_only                ? sweep_plan_mesh(R, &res[i])
+                                            : sweep_run_mesh(R, &res[i]);
+        if (rc == SWEEP_EXIT_INTERRUPTED) {
+            status = SWEEP_EXIT_INTERRUPTED;
+            break;
+        }
+        if (R->io_error) { /* results that cannot be saved are not worth computing: stop here */
+            status = SWEEP_EXIT_IO;
+            break;
+        }
+    }
+    if (status == 0 && sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
+    if (status == SWEEP_EXIT_INTERRUPTED)
+        fprintf(stderr, "sweep: interrupted; complete runs are kept in %s (run the same command again to resume)\n",
+                R->dir);
+    else if (status == SWEEP_EXIT_IO)
+        fprintf(stderr, "sweep: stopped: the results folder cannot be written; complete runs are kept in %s\n",
+                R->dir);
+    else
+        status = write_outputs(R, res, started, plan_only);
+    for (int i = 0; i < s->n_meshes; i++) json_decref(res[i].record);
+    free(res);
+    return status;
+}
+
+static int run_spec(sweep_runner *R, const sweep_run_opts *o) {
+    const sweep_spec *s = R->spec;
+    char err[PATH_MAX + 300];
+    int rc = setup_runner(R, o);
+    if (rc) return rc;
+    if (check_inputs(s, o->plan_only, err, sizeof err) != 0) {
+        fprintf(stderr, "sweep: %s: %s\n", o->spec_path, err);
+        return SWEEP_EXIT_USAGE;
+    }
+    char base[PATH_MAX];
+    int bl = snprintf(base, sizeof base, "%s/%s", o->out_dir ? o->out_dir : s->results_dir, s->name);
+    if (bl < 0 || bl > PATH_MAX - 600) { /* room for /<stamp>/runs/<mesh>.probe-b<N>.json and friends */
+        fprintf(stderr, "sweep: results path too long\n");
+        return SWEEP_EXIT_USAGE;
+    }
+    if (o->dry_run) return dry_run(R, base, o->plan_only);
+    if (find_plots(R->plots, sizeof R->plots) != 0) {
+        fprintf(stderr, "sweep: cannot find the gnuplot templates (plots/loss.gp next to build/ or in the current "
+                        "folder; or set MESHSWEEP_PLOTS)\n");
+        return SWEEP_EXIT_IO;
+    }
+    if (sweep_launch_install_signals() != 0) {
+        fprintf(stderr, "sweep: cannot install signal handlers: %s\n", strerror(errno));
+        return SWEEP_EXIT_IO;
+    }
+    char started[32];
+    sweep_utc_now(NULL, 0, started, sizeof started);
+    int lock_fd = -1;
+    rc = prepare_folder(R, base, o, &lock_fd);
+    if (!rc) {
+        fprintf(stderr, "sweep: %s: %d meshes%s, %s %s\n", s->name, s->n_meshes, o->plan_only ? " (plans only)" : "",
+                R->resumed ? "resuming" : "writing to", R->dir);
+        rc = run_all(R, started, o->plan_only);
+    }
+    if (lock_fd >= 0) close(lock_fd); /* the lock file stays; only the flock on it counts */
+    return rc;
+}
+
+int sweep_run(const sweep_run_opts *o) {
+    sweep_spec spec;
+    char err[1024];
+    if (sweep_spec_load(o->spec_path, &spec, err, sizeof err) != 0) {
+        fprintf(stderr, "sweep: %s: %s\n", o->spec_path, err);
+        return SWEEP_EXIT_USAGE;
+    }
+    sweep_runner R;
+    memset(&R, 0, sizeof R);
+    R.spec = &spec;
+    int rc = run_spec(&R, o);
+    sweep_spec_free(&spec);
+    return rc;
+}

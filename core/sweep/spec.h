@@ -1,0 +1,101 @@
+/* core/sweep/spec.h — the sweep spec (design 9): strict parsing of the sweeps/ folder into a struct, and
+ * the argv of one build/train launch built from it. Pure functions, no I/O except reading the spec
+ * file, so the unit tests and a fuzzer can reach every error path.
+ * Not the runner (bench/sweep.c), not process launching (core/sweep/launch.c), not the outputs
+ * (core/sweep/report.c). */
+#ifndef MESHSWEEP_SWEEP_SPEC_H
+#define MESHSWEEP_SWEEP_SPEC_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct json_t json_t;
+
+enum sweep_batch_mode {
+    SWEEP_BATCH_MAX = 1,   /* "batch_size": "max" — search the largest batch that fits mem_budget */
+    SWEEP_BATCH_FIXED,     /* "batch_size": N or {"2x4": N, ...} — given per mesh */
+    SWEEP_BATCH_GLOBAL,    /* "global_batch": G — batch_size = G/dp on every mesh (equivalence mode) */
+};
+
+typedef struct sweep_mesh {
+    char name[32];         /* "2x4" as written in meshes[] */
+    int dp, tp;
+    int batch_size;        /* per DP rank; 0 when the mode is SWEEP_BATCH_MAX (found at run time) */
+} sweep_mesh;
+
+/* Strings point into `json` (the parsed document) and live as long as the spec. */
+typedef struct sweep_spec {
+    json_t *json;          /* the whole document: copied to spec.json, compared on resume */
+    const char *name;
+    int world;
+    int n_meshes;
+    sweep_mesh *meshes;
+    const char *model;
+    int seq_len, steps;
+    double lr;
+    const char *mem_budget;     /* as written ("96MiB"); NULL when absent */
+    uint64_t mem_budget_bytes;  /* 0 when absent or "auto" (resolved by train on the device) */
+    int batch_mode;             /* enum sweep_batch_mode */
+    int global_batch;           /* SWEEP_BATCH_GLOBAL only */
+    const char *data, *eval_data;  /* eval_data NULL when absent */
+    int eval_every;             /* 0 = off; defaults to steps when eval_data is given without it */
+    const char *backend;        /* "cpu" | "cuda" */
+    int n_launcher;
+    const char **launcher;      /* may be empty: run train directly */
+    double timeout_s;
+    /* optional training options; has_* / -1 mean "not given: train's default" */
+    int has_seed; long long seed;
+    const char *schedule;
+    int warmup;                 /* -1 when absent */
+    int has_grad_clip; double grad_clip;
+    int has_weight_decay; double weight_decay;
+    int sequence_parallel, prefetch, checkpoint_activations;   /* -1 absent, 0/1 */
+    int n_extra_args;
+    const char **extra_args;
+    const char *results_dir;    /* default "results" */
+    double target_loss;         /* "seconds to reach loss X" in the report; 0: the highest final loss */
+    const char *sp_activations; /* --sp-activations local|gathered; NULL when absent (train's default) */
+    const char *gpu;            /* --plan --gpu NAME (plan against a named device); NULL when absent */
+} sweep_spec;
+
+/* Parse a spec from JSON text. `origin` names it in parse errors. On error writes one line
+ * "KEY: problem" (no trailing newline) into err and returns -1; nothing is left allocated. */
+int sweep_spec_parse(const char *text, sweep_spec *s, char *err, size_t errlen);
+/* Read and parse a spec file; I/O errors return -2 (err says why), spec errors -1. */
+int sweep_spec_load(const char *path, sweep_spec *s, char *err, size_t errlen);
+void sweep_spec_free(sweep_spec *s);
+
+/* "DPxTP": two positive decimal integers without sign, spaces or leading zeros. 0 or -1. */
+int sweep_parse_mesh(const char *text, int *dp, int *tp);
+/* A sweep name that is safe as one path component: [A-Za-z0-9._-]{1,100}, not "." or "..". */
+int sweep_name_valid(const char *name);
+
+/* A growable NULL-terminated argv of owned strings. */
+typedef struct sweep_argv {
+    char **v;
+    int n, cap;
+} sweep_argv;
+int sweep_argv_push(sweep_argv *a, const char *s);          /* -1 on allocation failure */
+int sweep_argv_pushf(sweep_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sweep_argv_free(sweep_argv *a);
+
+enum sweep_launch_kind {
+    SWEEP_ARGV_RUN = 1,    /* a measured run: the spec's steps, eval */
+    SWEEP_ARGV_PROBE,      /* a max-batch probe: --steps 2, no eval */
+    SWEEP_ARGV_PLAN,       /* build/train --plan --batch-size max (or the batch given): one process, no launcher */
+};
+/* The spec key behind an option of build/train that the runner sets itself ("--tp" -> "meshes",
+ * also "--tp=2"), or NULL when the option is free for extra_args. */
+const char *sweep_owned_option(const char *arg);
+/* The launcher is Open MPI's (mpirun, mpiexec, orterun): remote ranks get only OMPI_* variables
+ * unless named with -x. */
+int sweep_launcher_is_openmpi(const sweep_spec *s);
+/* Build the argv of one launch: launcher (with "{world}" replaced) + train + options + --out.
+ * batch_size is ignored for SWEEP_ARGV_PLAN. Every spec string is one argv element, as written. */
+int sweep_train_argv(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
+                     const char *train_path, const char *out_path, sweep_argv *a);
+/* The same, with "-x NAME" after an Open MPI launcher's program for each name in forward_env
+ * (NULL-terminated; NULL for none), so the variables the runner sets reach every host. */
+int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
+                         const char *train_path, const char *out_path, const char *const *forward_env,
+                         sweep_argv *a);
+#endif

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# run.sh — the one command on a GPU machine: `bash build/gpu-kit/run.sh [OUTDIR]` (default
+# build/gpu-check, relative to where it is started). Unpacks the kit's packages into a private prefix
+# and sets the environment (setup.sh), checks that build/train resolves every library, then runs
+# gpukit/gpu_check.sh on the carried binaries (built on the build machine; nothing is compiled here),
+# writing the logs, run records, the table and summary.json under OUTDIR. The 8-minute budget of the
+# check counts from the start of this script, unpacking included. Exit status: gpu_check.sh's.
+set -u
+T0=$(date +%s)
+OUT_DIR=${1:-build/gpu-check}
+mkdir -p "$OUT_DIR" || { echo "run.sh: cannot create $OUT_DIR" >&2; exit 1; }
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+KIT=$(cd "$(dirname "$0")" && pwd)
+# Debian 12's libraries need a glibc at least as new as theirs (libevent: 2.36; Ubuntu 22.04 has 2.35)
+need=$(cat "$KIT/glibc-min" 2>/dev/null); have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
+if [ -n "$need" ] && [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
+  echo "run.sh: this machine's glibc $have is older than the $need the kit's Debian 12 libraries need (Debian 12, Ubuntu 24.04 or newer)" >&2
+  exit 1
+fi
+# shellcheck source=/dev/null
+. "$KIT/setup.sh" > "$OUT_DIR/setup.log" 2>&1; rc=$?
+cat "$OUT_DIR/setup.log"
+[ "$rc" -eq 0 ] || exit 1
+missing=$(ldd "$KIT/tree/build/train" 2>&1 | awk '/not found/ { printf "%s ", $1 }')
+if [ -n "$missing" ]; then echo "run.sh: build/train cannot start: not found: $missing(see $OUT_DIR/setup.log)" >&2; exit 1; fi
+ldd "$KIT/tree/build/train" > "$OUT_DIR/ldd-train.txt" 2>&1
+cd "$KIT/tree" || exit 1
+GPU_CHECK_T0=$T0 GPU_CHECK_PREBUILT=1 OUT=$OUT_DIR BUILD=build bash gpukit/gpu_check.sh
