@@ -76,6 +76,12 @@ typedef struct ops {
        with bc1 = 1-beta1^t, bc2 = 1-beta2^t. */
     void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, float bc1, float bc2);
+    /* the engine's optimizer step over a flat slice, in one pass over p, g, m, v: exactly
+       scale_inplace(g, gscale) (skipped when gscale = 1) then adamw, then, when pc is not NULL,
+       pc[i] = the new p[i] in compute precision (as to_compute; pc holds cbytes-byte elements), and,
+       when zero_g, g[i] = 0 (so g ends as g·gscale, or 0) */
+    void (*adamw_fused)(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                        float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2);
     /* small helpers */
     void (*add_inplace)(float *y, const float *x, size_t n);          /* y += x */
     void (*scale_inplace)(float *y, float s, size_t n);               /* y *= s */

@@ -6,6 +6,8 @@
 #     operands: V in forward, K in dq, dO and Q in dk/dv), MUFU.EX2 (ex2.approx);
 #   - no local memory in any function of either object, sm_80 and sm_90 (cuobjdump -res-usage:
 #     STACK:0 and LOCAL:0, i.e. no register spills), with the registers each kernel uses printed.
+#   - 16-byte global loads or stores (LDG/STG.E.128) in the step's element-wise bf16 kernels (add,
+#     SwiGLU forward and backward, the fused AdamW, the fp32 -> bf16 conversion).
 # cuobjdump is not part of every CUDA install: it is looked for on PATH, next to nvcc, and in $BUILD/tools
 # (where `make cuda-tools` pip-installs the nvidia-cuda-cuobjdump wheel); the check is skipped, with
 # that hint, where none is found, and skipped in builds without nvcc. What it is not: a run of the
@@ -44,6 +46,18 @@ for k in attention_forward_tc_kernel attention_backward_dq_tc_kernel attention_b
     done
     echo "$line"
   done
+done
+# the element-wise bf16 kernels of the step take 16-byte accesses (8 bf16, or 4 fp32, at a time)
+ew=$(mktemp); trap 'rm -f "$sass" "$res" "$ew"' EXIT
+for o in "$BUILD/obj/kernels/cuda/ops_cuda.o" "$BUILD/obj/kernels/cuda/matmul.o"; do
+  [ -f "$o" ] && "$cuobjdump" -sass -arch sm_90 "$o" >> "$ew" 2>&1
+done
+for k in add_kernelI5bf16s swiglu_forward_kernelI5bf16s swiglu_backward_kernelI5bf16s adamw_fused_kernelI5bf16s \
+         f32_to_bf16_kernel; do
+  n=$(awk -v f="$k" '/Function :/ { on = index($0, f) > 0 } on && /(LDG|STG)\.E\.128/ { c++ } END { print c + 0 }' "$ew")
+  echo "# $k: $n 16-byte global accesses"
+  if [ "$n" -gt 0 ]; then ok "cuda_sass_16byte_${k%%I5bf16s}"
+  else fail "cuda_sass_16byte_${k%%I5bf16s}" "no LDG.E.128 / STG.E.128 in the sm_90 SASS of $k"; rc=1; fi
 done
 for o in $objs; do
   for a in 80 90; do

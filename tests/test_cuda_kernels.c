@@ -29,6 +29,8 @@ static void test_adamw(void) {
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
     float *d_p = devf(p, n), *d_g = devf(g, n), *d_m = devf(m, n), *d_v = devf(v, n);
     ck_adamw(p, g, m, v, d_p, d_g, d_m, d_v, n, "", TOL_EW);
+    ck_adamw_fused(n, 0, TOL_EW);
+    ck_adamw_fused(1003, 1, TOL_EW);
     free(p); free(g); free(m); free(v);
     D->dev_free(d_p); D->dev_free(d_g); D->dev_free(d_m); D->dev_free(d_v);
 }
@@ -181,7 +183,7 @@ static float same(float f) { return f; }
 static void setf(float *d, const float *h, size_t n) { D->from_host(d, h, n * sizeof(float)); }
 static const ck_prec fp32 = {.prefix = "cuda_", .round = same, .dev_c = devf, .dev_c_nan = devf_nan, .set_c = setf,
                              .get_c = getf, .tol_c_ew = TOL_EW, .tol_c_mm = TOL_MM, .tol_c_copy = TOL_EW,
-                             .tol_f_ew = TOL_EW, .tol_f_mm = TOL_MM, .attention_ws = 1};
+                             .tol_f_ew = TOL_EW, .tol_f_mm = TOL_MM};
 
 int main(void) {
     P = &fp32;

@@ -75,6 +75,11 @@ static void null_adamw(float *p, const float *g, float *m, float *v, size_t n, f
     (void)p; (void)g; (void)m; (void)v; (void)n; (void)lr; (void)beta1; (void)beta2; (void)eps; (void)wd;
     (void)bc1; (void)bc2;
 }
+static void null_adamw_fused(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                             float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    (void)pc; (void)gscale; (void)zero_g;
+    null_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2);
+}
 static void null_add_inplace(float *y, const float *x, size_t n) { (void)y; (void)x; (void)n; }
 static void null_scale_inplace(float *y, float s, size_t n) { (void)y; (void)s; (void)n; }
 static double null_sumsq(const float *const *x, const size_t *n, int count) { (void)x; (void)n; (void)count; return 0.0; }
@@ -106,6 +111,7 @@ const ops_t ops_null = {
     .ce_loss = null_ce_loss,
     .ce_backward = null_ce_backward,
     .adamw = null_adamw,
+    .adamw_fused = null_adamw_fused,
     .add_inplace = null_add_inplace,
     .scale_inplace = null_scale_inplace,
     .sumsq = null_sumsq,

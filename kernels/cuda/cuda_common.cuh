@@ -136,6 +136,48 @@ static __device__ __forceinline__ float cload(const bf16s *p, size_t i) {
 static __device__ __forceinline__ void cstore(float *p, size_t i, float v) { p[i] = v; }
 static __device__ __forceinline__ void cstore(bf16s *p, size_t i, float v) { p[i].bits = bf16_round_bits(v); }
 
+/* ---- 16-byte accesses of 8 consecutive elements ---------------------------------------------
+ * ld8 / st8 move 8 elements of storage type S between memory and 8 floats: one 16-byte access for
+ * bf16, two for fp32. p must be 16-byte aligned (al16 on the host decides a kernel's path; the
+ * element-wise kernels take it when every pointer is aligned and fall back to 1-element accesses
+ * otherwise). The arithmetic per element is the same either way. */
+struct alignas(16) vec16 {
+    uint32_t w[4];
+};
+static __device__ __forceinline__ void ld8(float f[8], const bf16s *p) {
+    const vec16 x = *reinterpret_cast<const vec16 *>(p);
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        f[2 * u] = __uint_as_float(x.w[u] << 16);
+        f[2 * u + 1] = __uint_as_float(x.w[u] & 0xffff0000u);
+    }
+}
+static __device__ __forceinline__ void ld8(float f[8], const float *p) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const vec16 x = *reinterpret_cast<const vec16 *>(p + 4 * h);
+#pragma unroll
+        for (int u = 0; u < 4; u++) f[4 * h + u] = __uint_as_float(x.w[u]);
+    }
+}
+static __device__ __forceinline__ void st8(bf16s *p, const float f[8]) {
+    vec16 x;
+#pragma unroll
+    for (int u = 0; u < 4; u++) x.w[u] = bf16_round_bits(f[2 * u]) | (uint32_t)bf16_round_bits(f[2 * u + 1]) << 16;
+    *reinterpret_cast<vec16 *>(p) = x;
+}
+static __device__ __forceinline__ void st8(float *p, const float f[8]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        vec16 x;
+#pragma unroll
+        for (int u = 0; u < 4; u++) x.w[u] = __float_as_uint(f[4 * h + u]);
+        *reinterpret_cast<vec16 *>(p + 4 * h) = x;
+    }
+}
+/* NULL counts as aligned (an absent optional argument) */
+static inline bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 /* ---- internal entry points shared between the .cu files ------------------------------------ */
 /* device.cu: the process's cuBLAS handle, created on first use */
 cublasHandle_t cuda_cublas(void);
@@ -183,6 +225,11 @@ template <typename Dt, typename S>
 void cuda_ce_backward_t(Dt *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid);
 template <typename S> void cuda_add_inplace_t(S *y, const S *x, size_t n);
+/* the fused AdamW of kernels.h (adamw_fused) with the compute copy pc of storage type C (defined for
+ * C = float and C = bf16s) */
+template <typename C>
+void cuda_adamw_fused_t(float *p, C *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g, float lr,
+                        float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 /* a fresh copy of the ops_cuda table (built at the call, so another translation unit may use it
  * during its own static initialisation, when ops_cuda itself may not be initialised yet) */
 ops_t cuda_ops_fp32_table(void);

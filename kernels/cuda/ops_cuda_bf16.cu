@@ -16,6 +16,7 @@
  *   ce_backward           dlogits C; logits, mx, se fp32 (so dlogits never aliases logits)
  *   add_inplace           y, x: C
  *   adamw, scale_inplace, sumsq   fp32 (they only see master weights, fp32 gradients and moments)
+ *   adamw_fused           p, g, m, v fp32; pc C (the bf16 compute copy of the parameters it updates)
  *   zero, copy, to_host, from_host, dev_alloc, dev_free, synchronize: bytes, as ops_cuda
  *   cbytes = 2; to_compute(dst C, src fp32, n) rounds fp32 to bf16 (dst must not overlap src).
  * Everything in between a load and a store is fp32: the kernels are the templates of ops_cuda.cu
@@ -105,6 +106,13 @@ static void b_ce_backward(float *dlogits, const float *logits, const float *mx, 
 
 static void b_add_inplace(float *y, const float *x, size_t n) { cuda_add_inplace_t<bf16s>(as_bf(y), as_bf(x), n); }
 
+/* fp32 masters, gradients and moments; the new parameters also into their bf16 compute copy */
+static void b_adamw_fused(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                          float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    cuda_adamw_fused_t<bf16s>(p, static_cast<bf16s *>(pc), g, m, v, n, gscale, zero_g, lr, beta1, beta2, eps, wd, bc1,
+                              bc2);
+}
+
 static void b_to_compute(void *dst, const float *src, size_t n) {
     cuda_f32_to_bf16(static_cast<uint16_t *>(dst), src, n);
 }
@@ -133,11 +141,12 @@ static ops_t make_ops_cuda_bf16(void) {
     o.matmul_forward_f32out = b_matmul_forward_f32out;
     o.ce_backward = b_ce_backward;
     o.add_inplace = b_add_inplace;
+    o.adamw_fused = b_adamw_fused;
     o.cbytes = 2;
     o.to_compute = b_to_compute;
     return o;
 }
-/* 30 function pointers, cbytes and the name: revisit make_ops_cuda_bf16 when kernels.h grows */
-static_assert(sizeof(ops_t) == 32 * sizeof(void *), "ops_t changed: decide each new op's precision here");
+/* 31 function pointers, cbytes and the name: revisit make_ops_cuda_bf16 when kernels.h grows */
+static_assert(sizeof(ops_t) == 33 * sizeof(void *), "ops_t changed: decide each new op's precision here");
 
 extern "C" const ops_t ops_cuda_bf16 = make_ops_cuda_bf16();
