@@ -119,9 +119,9 @@ static void wait_req(MPI_Request *q) {
     }
 }
 
-int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
+int comm_nccl_attach(comm_group *g, int critical, char *err, size_t errlen) {
     if (g->null || g->size == 1) return 0;
-    return comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen);
+    return comm_nccl_init(g->mpi, g->size, g->rank, critical, &g->nccl, err, errlen);
 }
 
 /* bf16 sum for MPI (no native bf16 type): each pair added in fp32, rounded to nearest even */

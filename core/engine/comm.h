@@ -27,7 +27,7 @@ typedef struct comm_group {
     int size, rank;
     int null;                 /* plan mode: no data moves */
     void *mpi;                /* MPI_Comm* */
-    void *nccl;               /* ncclComm_t* when the group runs on NCCL (CUDA builds), else NULL */
+    void *nccl;               /* its NCCL communicator and stream (comm_nccl.c) on NCCL (CUDA builds), else NULL */
 } comm_group;
 
 typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; void *event; double t0; } comm_req;
@@ -45,9 +45,10 @@ void comm_set_rs_algo(comm_rs_algo a);
 struct ops;
 void comm_set_device_ops(const struct ops *ops);
 /* NCCL (CUDA builds): one communicator per TP group and per DP group, unique ids broadcast over the
- * MPI groups; collectives run on their own stream, ordered against the compute stream with events.
+ * MPI groups; each group's collectives run on a stream of its own (critical: the TP group's, on the
+ * step's critical path, at the highest priority), ordered against the compute stream with events.
  * Returns -1 with a message when NCCL is unavailable in this build or fails to initialise. */
-int comm_nccl_attach(comm_group *g, char *err, size_t errlen);
+int comm_nccl_attach(comm_group *g, int critical, char *err, size_t errlen);
 /* Ranks on this node and this rank's index among them (MPI_COMM_TYPE_SHARED, i.e. by host). */
 void comm_local_rank(int *local_rank, int *local_size);
 comm_rs_algo comm_get_rs_algo(void);

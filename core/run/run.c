@@ -557,7 +557,8 @@ static void setup_comm(run_t *R) {
     char err[4096];
     comm_mpi_groups(&R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->wg);
-    if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
+    if (R->use_nccl && (comm_nccl_attach(&R->tpg, 1, err, sizeof err) || comm_nccl_attach(&R->dpg, 0, err, sizeof err)))
+        agree_fail(1, "%s", err);
     int code = agree_check();
     if (code) fail(code);
     R->comm_name = R->use_nccl ? "nccl" : (R->ops != &ops_cpu && R->world > 1 ? "mpi-staged" : "mpi");

@@ -386,6 +386,16 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+/* priorities are accepted and have no effect here (the seeded order is the only schedule) */
+inline cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) {
+    if (priority > 0 || priority < -5) return emu_fail(cudaErrorInvalidValue);
+    return cudaStreamCreateWithFlags(s, flags);
+}
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!s || s == cudaStreamLegacy) return emu_fail(cudaErrorInvalidResourceHandle);
     emu_sync_stream(s);
