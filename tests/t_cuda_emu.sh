@@ -45,7 +45,8 @@ for t in test_cuda_kernels test_cuda_bf16 test_cuda_attention; do
   [ "$r" -eq 0 ] || { [ "$r" -ne 1 ] && fail "cuda_emu_$t" "exit status $r (124: timed out after 900 s)"; rc=1; }
 done
 # bench/gpu_bench.c at toy shapes (--small) on the emulated kernels: the benchmark the GPU check runs
-# must work end to end (every timed op, the table and the JSON); its emulated times mean nothing.
+# must work end to end (every timed op, the attention sweep, the fused AdamW, both MFU conventions,
+# the table and the JSON); its emulated times mean nothing.
 # (the engine files it uses are built without MESHSWEEP_CUDA: they need no CUDA, and comm.c would want NCCL)
 mkdir -p "$O/bench"
 mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/config.o" 2>"$O/build.log" \
@@ -61,7 +62,9 @@ mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/confi
 if [ "$r" -ge 0 ]; then
   rows=$(grep -c '^  ' "$O/gpu_bench.txt")
   if [ "$r" -eq 0 ] && [ "$rows" -ge 30 ] && grep -q '^# kernel-sum step' "$O/gpu_bench.txt" \
-     && [ "$(grep -c '"name": ' "$O/gpu_bench.json")" -ge 25 ] && grep -q '"kernel_sum_ms": [0-9]' "$O/gpu_bench.json"; then
+     && [ "$(grep -c '"name": ' "$O/gpu_bench.json")" -ge 25 ] && grep -q '"kernel_sum_ms": [0-9]' "$O/gpu_bench.json" \
+     && grep -q '"name": "attention sweep backward hd128' "$O/gpu_bench.json" \
+     && grep -q '"name": "adamw fused' "$O/gpu_bench.json" && grep -q '"mfu_causal_gemm_peak": ' "$O/gpu_bench.json"; then
     ok cuda_emu_gpu_bench_small
   else
     fail cuda_emu_gpu_bench_small "exit $r, $rows table rows: $(tail -3 "$O/gpu_bench.txt" | tr '\n' ' ')"; rc=1

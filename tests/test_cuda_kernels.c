@@ -208,6 +208,10 @@ int main(void) {
     CHECK(cuda_peak_bf16_tflops("NVIDIA H100 80GB HBM3") == 989.0 && cuda_peak_bf16_tflops("NVIDIA A100-SXM4-80GB") ==
               312.0 && cuda_peak_bf16_tflops("Tesla T4") == 0.0,
           "cuda_peak_bf16_tflops", "datasheet table wrong");
+    CHECK(cuda_peak_bw_gbs("NVIDIA H200") == 4800.0 && cuda_peak_bw_gbs("NVIDIA H100 80GB HBM3") == 3350.0 &&
+              cuda_peak_bw_gbs("NVIDIA GH200 480GB") == 4000.0 && cuda_peak_bw_gbs("NVIDIA A100-SXM4-80GB") == 2039.0 &&
+              cuda_peak_bw_gbs("Tesla T4") == 0.0,
+          "cuda_peak_bw_gbs", "datasheet table wrong");
     size_t fr = 0, tot = 0;
     cuda_mem_info(&fr, &tot);
     CHECK(tot > 0 && fr <= tot, "cuda_mem_info", "free %zu total %zu", fr, tot);

@@ -35,6 +35,8 @@ const char *cuda_device_name(void);
  * H100/H200 SXM (and GH200) 989, H100 PCIe 756, H100 NVL 835, A100 312; 0 when unknown
  * (the engine then needs --peak-tflops for MFU). */
 double cuda_peak_bf16_tflops(const char *name);
+/* the device memory's bandwidth in GB/s from the datasheet, by device name (same devices; 0 otherwise) */
+double cuda_peak_bw_gbs(const char *name);
 /* Bytes the stream-ordered pool behind ops_cuda.dev_alloc reserves on the device now, and its
  * high-water mark (0, 0 before the first allocation, or when the pool is not used). */
 void cuda_pool_reserved(uint64_t *now_b, uint64_t *high_b);
