@@ -8,6 +8,9 @@
 #                 `binaries`: the carried programs exist and resolve every library
 #   cuda_kernels  build/tests/test_cuda_kernels: every ops_cuda op against the CPU reference
 #   cuda_bf16     build/tests/test_cuda_bf16: every ops_cuda_bf16 op against the CPU reference
+#   cuda_attention build/tests/test_cuda_attention: the tensor-core attention (mma, cp.async and
+#                 ldmatrix fragment self-tests, forward and backward at head dims 64 and 128) against
+#                 the CPU reference
 #   init_1b       the host side: llama3.2-1b's owned slices at 1x1 initialised by build/initbench
 #                 (threads, wall and CPU seconds; design 4.2, core/engine/init.c)
 #   cpu_vs_cuda   1 rank, fp32: the same run on --backend cpu and cuda gives the same losses (run_gpu.sh)
@@ -20,7 +23,9 @@
 #                 ones byte for byte (bench_1b and mesh_1x1), and the device memory in use stays within
 #                 the budget plus the runtime overhead the run measured (bench_1b)
 #   gpu_bench     when at least 60 s remain: bench/gpu_bench.sh into $OUT/gpu-bench, the per-kernel
-#                 times at llama3.2-1b's shapes (GEMMs against cuBLAS, attention TFLOP/s, CE, AdamW)
+#                 times at llama3.2-1b's shapes (GEMMs against cuBLAS, attention TFLOP/s, CE, AdamW),
+#                 attention at head dims 64/128 and T 2048/8192, the fused AdamW's bandwidth, the GEMM
+#                 peak, MFU in two conventions against two peaks
 #                 next to bench_1b's record (no second engine run); a benchmark, nothing asserted:
 #                 FAIL only when a program fails or it runs out of time
 # The truth, not a hopeful reading: a step is `skip` only when there is no GPU (then every GPU step
@@ -116,7 +121,8 @@ row env ok $(( $(date +%s) - s )) "${gpu_line:-no GPU ($gpu_why)}; $(nproc) core
 # ---- build (source tree) or the carried binaries (kit)
 if [ "$prebuilt" = 1 ]; then
   s=$(date +%s); missing=""
-  for b in "$BUILD/train" "$BUILD/initbench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16"; do
+  for b in "$BUILD/train" "$BUILD/initbench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16" \
+           "$BUILD/tests/test_cuda_attention"; do
     if [ ! -x "$b" ]; then missing="$missing $b(absent)"
     else nf=$(ldd "$b" 2>&1 | awk '/not found/ { printf "%s ", $1 }'); [ -z "$nf" ] || missing="$missing $b(not found: $nf)"; fi
   done
@@ -141,6 +147,7 @@ cuda_test() { # NAME BINARY
 }
 cuda_test cuda_kernels test_cuda_kernels
 cuda_test cuda_bf16 test_cuda_bf16
+cuda_test cuda_attention test_cuda_attention
 
 # ---- initialisation of llama3.2-1b's owned slices at 1x1 on this host (what bench_1b waits for first)
 if gate init_1b; then
@@ -245,9 +252,11 @@ if gate gpu_bench; then
   f=$OUT_DIR/gpu-bench/summary.json
   afw=$(jget "$f" 'r["attention_forward_tflops"]'); abw=$(jget "$f" 'r["attention_backward_tflops"]')
   kmfu=$(jget "$f" 'r["kernel_sum_mfu"]'); emfu=$(jget "$f" 'r["engine_mfu"]')
+  f128=$(jget "$f" 'r["attention_forward_hd128_T2048_tflops"]'); b128=$(jget "$f" 'r["attention_backward_hd128_T2048_tflops"]')
+  adam=$(jget "$f" 'r["adamw_fused_gb_s"]'); emfuc=$(jget "$f" 'r["engine_mfu_causal"]')
   if [ "$rc" -eq 0 ] && [ -z "$afw" ]; then row gpu_bench FAIL "$secs" "exit 0 but no attention figures in gpu-bench/summary.json"
-  else verdict gpu_bench "attention fwd ${afw:-?} bwd ${abw:-?} TFLOP/s  kernel-sum MFU ${kmfu:-?}  engine MFU ${emfu:-?}" \
-    "attention_forward_tflops=$afw;attention_backward_tflops=$abw;kernel_sum_mfu=$kmfu;engine_mfu=$emfu"; fi
+  else verdict gpu_bench "attention fwd ${afw:-?} bwd ${abw:-?} TFLOP/s (hd128 T2048: ${f128:-?} / ${b128:-?})  AdamW ${adam:-?} GB/s  kernel-sum MFU ${kmfu:-?}  engine MFU ${emfu:-?} (causal half ${emfuc:-?})" \
+    "attention_forward_tflops=$afw;attention_backward_tflops=$abw;attention_forward_hd128_T2048_tflops=$f128;attention_backward_hd128_T2048_tflops=$b128;adamw_fused_gb_s=$adam;kernel_sum_mfu=$kmfu;engine_mfu=$emfu;engine_mfu_causal=$emfuc"; fi
 fi
 
 # ---- table and summary.json

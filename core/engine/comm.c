@@ -182,9 +182,9 @@ void comm_null_group(comm_group *g, comm_ctx *c, int size, int rank) {
     memset(g, 0, sizeof *g); g->size = size; g->rank = rank; g->ctx = c; g->impl = &impl_null;
 }
 
-int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
+int comm_nccl_attach(comm_group *g, int critical, char *err, size_t errlen) {
     if (!g->mpi || g->size == 1) return 0;
-    if (comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen)) return -1;
+    if (comm_nccl_init(g->mpi, g->size, g->rank, critical, &g->nccl, err, errlen)) return -1;
     g->impl = &impl_nccl;
     return 0;
 }

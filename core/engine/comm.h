@@ -60,7 +60,7 @@ typedef struct comm_group {
     const comm_impl *impl;    /* chosen when the group is made; comm_nccl_attach may make it NCCL */
     comm_ctx *ctx;            /* may be NULL for a null group (nothing counted or traced) */
     void *mpi;                /* MPI_Comm*; NULL in a null group */
-    void *nccl;               /* ncclComm_t* when the group runs on NCCL, else NULL */
+    void *nccl;               /* its NCCL communicator and stream (comm_nccl.c) on NCCL (CUDA builds), else NULL */
 } comm_group;
 
 typedef struct comm_req {
@@ -88,9 +88,10 @@ void comm_mpi_world(comm_ctx *c, comm_group *g);
 void comm_set_rs_algo(comm_ctx *c, comm_rs_algo a);
 comm_rs_algo comm_get_rs_algo(const comm_ctx *c);
 /* NCCL (CUDA builds): one communicator per TP group and per DP group, unique ids broadcast over the
- * MPI groups; collectives run on their own stream, ordered against the compute stream with events.
+ * MPI groups; each group's collectives run on a stream of its own (critical: the TP group's, on the
+ * step's critical path, at the highest priority), ordered against the compute stream with events.
  * Returns -1 with a message when NCCL is unavailable in this build or fails to initialise. */
-int comm_nccl_attach(comm_group *g, char *err, size_t errlen);
+int comm_nccl_attach(comm_group *g, int critical, char *err, size_t errlen);
 /* the implementation's name: null, self, mpi, mpi-staged, nccl */
 const char *comm_impl_name(const comm_group *g);
 /* Ranks on this node and this rank's index among them (MPI_COMM_TYPE_SHARED, i.e. by host). */

@@ -18,7 +18,8 @@ typedef struct model_opts {
                                * recomputed from x / xmid and rstd, then all-gathered again, in backward */
     int prefetch;
     int checkpoint;           /* activation checkpointing: keep only each layer's input */
-    int attention_no_ws;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do) */
+    int attention_flash;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do), the
+                               * backward attention_flash_ws_floats (kernels.h) instead, the forward none */
 } model_opts;
 
 /* what a layer saves for backward: compute precision (the engine's dtype), and fp32 statistics */

@@ -332,7 +332,7 @@ static int check_cfg(run_t *R) {
     int sp_local = !strcmp(o->sp_activations, "local");
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
-                         .checkpoint = o->ckpt, .attention_no_ws = !strcmp(o->backend, "cuda")};
+                         .checkpoint = o->ckpt, .attention_flash = !strcmp(o->backend, "cuda")};
     return 0;
 }
 
@@ -555,7 +555,8 @@ static void setup_comm(run_t *R) {
     char err[4096];
     comm_mpi_groups(&R->E.comm, &R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->E.comm, &R->wg);
-    if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
+    if (R->use_nccl && (comm_nccl_attach(&R->tpg, 1, err, sizeof err) || comm_nccl_attach(&R->dpg, 0, err, sizeof err)))
+        agree_fail(1, "%s", err);
     int code = agree_check();
     if (code) fail(code);
     const device_t *dev = R->E.dev;

@@ -590,6 +590,15 @@ SIMD_CLONES static void cpu_scale_inplace(float *restrict y, float s, size_t n) 
     for (size_t i = 0; i < n; i++) y[i] *= s;
 }
 
+/* the composition the op promises (the CPU table has no compute copy of its own: pc is a plain copy) */
+static void cpu_adamw_fused(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                            float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    if (gscale != 1.0f) cpu_scale_inplace(g, gscale, n);
+    cpu_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2);
+    if (pc && n) memcpy(pc, p, n * sizeof(float));
+    if (zero_g && n) memset(g, 0, n * sizeof(float));
+}
+
 /* eight double partial sums: breaks the add latency chain without changing the precision class,
  * and is one zmm of doubles in the AVX-512 clone (four scalar sums did not vectorise) */
 SIMD_CLONES static double cpu_sumsq1(const float *restrict x, size_t n) {
