@@ -93,6 +93,15 @@ void comm_null_group(comm_group *g, int size, int rank) {
     memset(g, 0, sizeof *g); g->size = size; g->rank = rank; g->null = 1;
 }
 
+static comm_null_sink g_sink;
+static void *g_sink_ctx;
+static uint64_t g_sink_next;
+void comm_set_null_sink(comm_null_sink fn, void *ctx) { g_sink = fn; g_sink_ctx = ctx; g_sink_next = 0; }
+/* a null group's collective: told to the sink (if any), nothing moves */
+static void null_call(const comm_group *g, comm_kind k, size_t bytes, int host) {
+    if (g_sink && g->size > 1) g_sink(g_sink_ctx, g, k, bytes, COMM_SINK_BLOCKING, host, 0);
+}
+
 #define COMM(g) (*(MPI_Comm *)(g)->mpi)
 
 /* Waiting for a collective. With more ranks than cores on a node (the CPU default: 8 ranks on a
@@ -153,7 +162,8 @@ static void dcopy(void *dst, const void *src, size_t bytes) {
 }
 
 static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_Op op, size_t esz, int device) {
-    if (g->null || g->size == 1 || n == 0) return;
+    if (g->size == 1 || n == 0) return;
+    if (g->null) { null_call(g, COMM_ALL_REDUCE, n * esz, !device); return; }
     double t0 = comm_now_ms();
     if (device && g->nccl) {
         comm_nccl_all_reduce(g->nccl, buf, n, op == MPI_MAX, (int)esz);
@@ -175,7 +185,8 @@ static void all_reduce(comm_group *g, void *buf, size_t n, MPI_Datatype t, MPI_O
 void comm_all_reduce_sum(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_SUM, 4, 1); }
 void comm_all_reduce_max(comm_group *g, float *buf, size_t n) { all_reduce(g, buf, n, MPI_FLOAT, MPI_MAX, 4, 1); }
 void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, comm_dtype t) {
-    if (g->null || g->size == 1 || n == 0) return; /* before mpi_sum(): no MPI call in plan mode */
+    if (g->size == 1 || n == 0) return;
+    if (g->null) { null_call(g, COMM_ALL_REDUCE, n * (size_t)t, 0); return; } /* before mpi_sum(): no MPI call in plan mode */
     all_reduce(g, buf, n, mpi_type(t), mpi_sum(t), (size_t)t, 1);
 }
 /* host doubles (loss sums, norms): always MPI on host memory */
@@ -199,7 +210,7 @@ static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n
 }
 
 void comm_all_gather_t(comm_group *g, void *recv, const void *send, size_t n, comm_dtype t) {
-    if (g->null) return;
+    if (g->null) { null_call(g, COMM_ALL_GATHER, n * g->size * (size_t)t, 0); return; }
     if (g->size == 1) { dcopy(recv, send, n * (size_t)t); return; }
     double t0 = comm_now_ms();
     if (g->nccl) { comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, NULL); t0 = comm_now_ms(); }
@@ -216,7 +227,7 @@ void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t 
 }
 
 void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_dtype t) {
-    if (g->null) return;
+    if (g->null) { null_call(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, 0); return; }
     size_t esz = (size_t)t;
     if (g->size == 1) { dcopy(recv, buf, n * esz); return; }
     double t0 = comm_now_ms();
@@ -245,7 +256,8 @@ void comm_reduce_scatter_t(comm_group *g, void *recv, void *buf, size_t n, comm_
 void comm_reduce_scatter(comm_group *g, float *recv, float *buf, size_t n) { comm_reduce_scatter_t(g, recv, buf, n, COMM_F32); }
 
 void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
-    if (g->null || g->size == 1) return;
+    if (g->size == 1) return;
+    if (g->null) { null_call(g, COMM_BROADCAST, n * sizeof(float), 0); return; }
     double t0 = comm_now_ms();
     if (g->nccl) {
         comm_nccl_broadcast(g->nccl, buf, n, root);
@@ -266,8 +278,14 @@ void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
  * at once (no overlap in that fallback). */
 void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, comm_dtype t) {
     memset(r, 0, sizeof *r);
-    if (g->null) return;
     size_t esz = (size_t)t;
+    if (g->null) {
+        if (!g_sink || g->size == 1) return;
+        r->null_id = ++g_sink_next;
+        r->kind = COMM_ALL_GATHER;
+        g_sink(g_sink_ctx, g, COMM_ALL_GATHER, n * g->size * esz, COMM_SINK_START, 0, r->null_id);
+        return;
+    }
     if (g->size == 1) { dcopy(recv, send, n * esz); return; }
     r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * esz;
     r->t0 = comm_now_ms();
@@ -290,6 +308,11 @@ void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float 
 /* the time counted for a non-blocking collective is the time spent waiting for it (not its
  * wall time since start, which overlaps compute) */
 void comm_wait(comm_req *r) {
+    if (r->null_id) {
+        if (g_sink) g_sink(g_sink_ctx, NULL, r->kind, 0, COMM_SINK_WAIT, 0, r->null_id);
+        r->null_id = 0;
+        return;
+    }
     if (!r->active) return;
     double t0 = comm_now_ms();
     if (r->event) {

@@ -30,7 +30,17 @@ typedef struct comm_group {
     void *nccl;               /* ncclComm_t* when the group runs on NCCL (CUDA builds), else NULL */
 } comm_group;
 
-typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; void *event; double t0; } comm_req;
+typedef struct comm_req { int active; void *mpi_req; comm_kind kind; size_t bytes; void *event; double t0; uint64_t null_id; } comm_req;
+
+/* Plan mode: a sink that is told every collective a null group is asked for, with the bytes it would
+ * count (all-gather and reduce-scatter: the whole array, as nccl-tests' S), so that core/cost can
+ * record the step it replays. phase: COMM_SINK_BLOCKING, COMM_SINK_START (non-blocking, id names it)
+ * or COMM_SINK_WAIT (comm_wait of that id); host: the buffer is host memory (the f64 all-reduces, MPI
+ * on every backend). NULL (the default) records nothing. */
+enum { COMM_SINK_BLOCKING, COMM_SINK_START, COMM_SINK_WAIT };
+typedef void (*comm_null_sink)(void *ctx, const comm_group *g, comm_kind k, size_t bytes, int phase, int host,
+                               uint64_t id);
+void comm_set_null_sink(comm_null_sink fn, void *ctx);
 
 /* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
 int comm_mpi_groups(comm_group *tp_group, comm_group *dp_group, int tp);
