@@ -7,6 +7,7 @@
 #include "core/common/errmsg.h"
 
 #include "core/sweep/launch.h"
+#include "core/sweep/report_cost.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -124,7 +125,8 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
         free(mb.p);
         return -1;
     }
-    return sweep_sb_write(&mb, c->dir, "max_batch.dat", err, el);
+    if (sweep_sb_write(&mb, c->dir, "max_batch.dat", err, el)) return -1;
+    return sweep_write_prediction_data(c, err, el);
 }
 
 /* ---- charts ----------------------------------------------------------------------------------- */
@@ -136,13 +138,14 @@ typedef struct chart {
 
 static const chart charts[] = {
     {"loss", "loss.gp"}, {"loss_tokens", "loss.gp"}, {"loss_time", "loss.gp"}, {"throughput", "throughput.gp"},
-    {"memory", "memory.gp"}, {"max_batch", "max_batch.gp"},
+    {"memory", "memory.gp"}, {"max_batch", "max_batch.gp"}, {"prediction", "prediction.gp"},
 };
 #define N_CHARTS ((int)(sizeof charts / sizeof charts[0]))
 
 const char *const *sweep_chart_names(int plan_only) {
-    static const char *const all[] = {"loss", "loss_tokens", "loss_time", "throughput", "memory", "max_batch", NULL};
-    static const char *const plans[] = {"memory", "max_batch", NULL};
+    static const char *const all[] = {"loss", "loss_tokens", "loss_time", "throughput", "memory", "max_batch",
+                                      "prediction", NULL};
+    static const char *const plans[] = {"memory", "max_batch", "prediction", NULL};
     return plan_only ? plans : all;
 }
 
@@ -180,6 +183,7 @@ static void chart_vars(const sweep_report_ctx *c, const chart *ch, const char *f
     sweep_sb_printf(&b, "fmt='%s'; out='.%s.%s.tmp'; name='%s'; world=%d; n=%d; mode='%s'; budget='%s'; budget_mib=%.4f; ",
               fmt, ch->out, fmt, s->name, s->world, c->n, s->batch_mode == SWEEP_BATCH_MAX ? "max" : "fixed",
               s->mem_budget ? s->mem_budget : "", s->mem_budget_bytes ? (double)s->mem_budget_bytes / MiB : -1.0);
+    sweep_sb_printf(&b, "plan_only=%d; ", c->plan_only);
     sweep_sb_printf(&b, "xaxis='%s'; meshes='", strcmp(ch->out, "loss_tokens") == 0 ? "tokens"
                                                  : strcmp(ch->out, "loss_time") == 0 ? "time" : "step");
     int k = 0;

@@ -5,6 +5,7 @@
  * Not the tables (core/sweep/report.c), not the charts (core/sweep/charts.c). */
 #include "core/sweep/report.h"
 #include "core/sweep/charts.h"
+#include "core/sweep/report_cost.h"
 #include "core/common/errmsg.h"
 
 #include <jansson.h>
@@ -247,6 +248,7 @@ static const char *chart_title(const char *n) {
         {"throughput", "Throughput and MFU (one core per rank, and the core share)", "throughput.dat"},
         {"memory", "Peak memory per rank by category", "memory.dat"},
         {"max_batch", "Batch vs TP degree", "max_batch.dat"},
+        {"prediction", "Predicted against measured step time", "prediction.dat"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(t[i].name, n) == 0) return t[i].title;
@@ -316,6 +318,7 @@ int sweep_write_report_md(const sweep_report_ctx *c, int charts_ok, char *err, s
     sweep_sb_printf(&b, "## Results\n\n");
     if (c->plan_only) plan_table(&b, c);
     else run_table(&b, c, target);
+    sweep_report_cost_section(&b, c);
     if (s->batch_mode == SWEEP_BATCH_MAX && !c->plan_only) max_batch_section(&b, c);
     if (s->batch_mode == SWEEP_BATCH_GLOBAL && !c->plan_only) {
         sweep_deviation d;
