@@ -15,6 +15,7 @@
 #include "core/cost/calib_run.h"
 #include "core/cost/predict.h"
 #include "core/engine/comm.h"
+#include "core/sweep/spec.h"
 #include "kernels/kernels.h"
 #ifdef MESHSWEEP_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -88,6 +89,13 @@ int main(int argc, char **argv) {
         }
         out = path;
     }
+    const char *specs[3] = {o.spec, o.spec2, o.spec3};
+    for (int i = 0; i < 3; i++) {   /* a bad spec is found before MPI starts: one line, exit 2 on every rank */
+        sweep_spec s;
+        if (!specs[i]) continue;
+        if (sweep_spec_load(specs[i], &s, err, sizeof err)) { cli_say("%s: %s", specs[i], err); return 2; }
+        sweep_spec_free(&s);
+    }
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -95,7 +103,6 @@ int main(int argc, char **argv) {
     cpu_blas_init();
     cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
                           .check = o.check};
-    const char *specs[3] = {o.spec, o.spec2, o.spec3};
     for (int i = 0; i < 3; i++) if (specs[i]) co.specs[co.nspecs++] = specs[i];
     if (!o.check && out == path && rank == 0) {   /* the default folder, made if missing */
         char dir[4200];

@@ -40,11 +40,10 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
             r->class_ms[cost_op_class_of((cost_op_kind)e->kind)] += d / 1e3;
             r->compute_ms += d / 1e3;
             r->n_ops++;
-            if (m->async) {
-                double issue = th;
+            if (m->async) {             /* the op reaches the device once the host has issued it */
                 th += m->launch_us;
                 r->host_issue_ms += m->launch_us / 1e3;
-                tc = maxd(tc, issue) + d;
+                tc = maxd(tc, th) + d;
                 if (e->host) th = maxd(th, tc);          /* the host waits for the result */
             } else {
                 tc = th = maxd(th, tc) + d;

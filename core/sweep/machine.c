@@ -101,7 +101,15 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi) {
     else if (cost_local_machine_path(dir, mi->path, sizeof mi->path)) return 0;
     int exists = access(mi->path, R_OK) == 0;
     if (strcmp(R->spec->backend, "cpu")) {   /* GPU runs predict with their device's model */
-        snprintf(mi->note, sizeof mi->note, "GPU sweep: each run predicts with its device's shipped model");
+        cost_machine m;
+        if (R->spec->gpu && cost_machine_shipped(R->spec->gpu, &m) == 0) {
+            mi->have = 1;
+            snprintf(mi->name, sizeof mi->name, "%s", m.name);
+            snprintf(mi->path, sizeof mi->path, "shipped model of gpu %s", m.name);
+            cost_machine_free(&m);
+        }
+        snprintf(mi->note, sizeof mi->note, "GPU sweep: the plans predict with the spec's gpu model, each run with its "
+                 "device's shipped model");
         return 0;
     }
     int off = mode && !strcmp(mode, "0");
