@@ -22,8 +22,8 @@
 #endif
 
 typedef struct opts {
-    const char *out, *spec, *spec2, *spec3, *check, *backend, *dtype, *build;
-    int quick, verbose, help;
+    const char *out, *spec, *spec2, *spec3, *check, *backend, *dtype, *build, *model;
+    int quick, verbose, help, tp, batch, seq_len;
 } opts;
 
 #define F(x) offsetof(opts, x)
@@ -33,6 +33,11 @@ static const cli_opt OPTS[] = {
     {"spec3", CLI_STR, F(spec3), "FILE", "a third spec"},
     {"out", CLI_STR, F(out), "FILE", "the machine file (default: machines/HOST-Nc.json next to this program); with "
      "--check: the check's record (default: stdout)"},
+    {"model", CLI_STR, F(model), "NAME|PATH", "also measure the step of one run of this model (with --tp, --batch-size, "
+     "--seq-len; the world is the MPI world)"},
+    {"tp", CLI_INT, F(tp), "N", "that run's tensor-parallel degree (default 1)"},
+    {"batch-size", CLI_INT, F(batch), "N", "that run's sequences per DP rank (default 1)"},
+    {"seq-len", CLI_INT, F(seq_len), "T", "that run's sequence length (default 128)"},
     {"check", CLI_STR, F(check), "FILE", "re-measure a few points of this machine file and report the drift"},
     {"backend", CLI_STR, F(backend), "cpu|cuda", "the backend whose ops are measured (default cpu)"},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)"},
@@ -62,12 +67,13 @@ static int pick_ops(const opts *o, const ops_t **ops) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.backend = "cpu"};
+    opts o = {.backend = "cpu", .tp = 1, .batch = 1, .seq_len = 128};
     char err[512];
     cli_set_program("calibrate");
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
     cli_set_rank0(!r || !strcmp(r, "0"));
     if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (o.tp < 1 || o.batch < 1 || o.seq_len < 1) { cli_say("--tp, --batch-size and --seq-len must be >= 1"); return 2; }
     if (o.help) {
         if (!r || !strcmp(r, "0")) {
             printf("usage: mpirun -np W build/calibrate [--spec FILE ...] [--out FILE]\n"
@@ -102,7 +108,7 @@ int main(int argc, char **argv) {
     cli_set_rank0(rank == 0);
     cpu_blas_init();
     cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
-                          .check = o.check};
+                          .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len};
     for (int i = 0; i < 3; i++) if (specs[i]) co.specs[co.nspecs++] = specs[i];
     if (!o.check && out == path && rank == 0) {   /* the default folder, made if missing */
         char dir[4200];

@@ -50,6 +50,13 @@ static int shared_gpu(void) {
     return mine;
 }
 
+int cost_calib_uses_nccl(const ops_t *ops) {
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int shared = shared_gpu();
+    return ops && ops != &ops_cpu && world > 1 && !shared;
+}
+
 /* one collective of S bytes (nccl-tests' S: the whole array) over g */
 static void call(comm_group *g, int kind, float *a, float *b, size_t S) {
     size_t n = S / 4, per = n / (size_t)g->size;
@@ -141,7 +148,7 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
     } else {
         for (size_t i = 0; i < nf; i++) a[i] = b[i] = 1.0f;
     }
-    int nccl = dev && world > 1 && shared_gpu() == 0;
+    int nccl = cost_calib_uses_nccl(ops);
     for (int n = 2; n <= world; n++) {
         if (world % n) continue;
         comm_group g, other;

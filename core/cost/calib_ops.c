@@ -159,6 +159,21 @@ double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, i
     return us > 1e-3 ? us : 1e-3;
 }
 
+double cost_calib_launch_us(const ops_t *o) {
+    cost_event e = {.type = COST_EV_OP, .kind = COST_ADD, .dim = {1, 0, 0, 0, 0}};
+    bufs b;
+    if (alloc_bufs(o, &e, &b)) return 0;
+    enum { N = 2000 };
+    run(o, &e, &b);
+    o->synchronize();
+    double t0 = comm_now_ms();
+    for (int i = 0; i < N; i++) run(o, &e, &b);
+    double us = (comm_now_ms() - t0) * 1e3 / N;
+    o->synchronize();
+    free_bufs(o, &b);
+    return us;
+}
+
 /* ---- the machine's compute figures from the measurements ------------------------------------- */
 
 static void add_point(cost_curve *c, double x, double us) {

@@ -6,6 +6,9 @@
 #include "core/cost/predict.h"
 #include "core/engine/comm.h"
 #include "core/run/record.h"
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -61,7 +64,7 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     return eff > 1 ? 1 : eff < 0.05 ? 0.05 : eff;
 }
 
-static void set_sources(cost_machine *m, const char *date) {
+static void set_sources(cost_machine *m, const char *date, int device) {
     json_t *s = m->sources = json_object();
     char t[256];
     snprintf(t, sizeof t, "measured by build/calibrate on %s, %s", m->host, date);
@@ -69,10 +72,14 @@ static void set_sources(cost_machine *m, const char *date) {
                               "compute.attention_efficiency", "compute.memory_gbs", "compute.host_link_gbs",
                               "hosts.oversubscribed_efficiency", "comm.collectives"};
     for (size_t i = 0; i < sizeof measured / sizeof *measured; i++) json_object_set_new(s, measured[i], json_string(t));
-    json_object_set_new(s, "hosts.cores_per_host", json_string("sysconf(_SC_NPROCESSORS_ONLN) at calibration"));
-    json_object_set_new(s, "compute.async", json_string("the CPU backend computes on the calling thread"));
-    json_object_set_new(s, "comm.overlap", json_string("MPI on host buffers progresses only inside MPI calls "
-                                                       "(core/engine/comm.c)"));
+    json_object_set_new(s, "hosts.cores_per_host", json_string(device ? "the CUDA devices of the host at calibration"
+                                                                      : "sysconf(_SC_NPROCESSORS_ONLN) at calibration"));
+    json_object_set_new(s, "compute.async", json_string(device ? "the CUDA backend: kernels run on a stream behind the host"
+                                                               : "the CPU backend computes on the calling thread"));
+    if (device) json_object_set_new(s, "compute.launch_us", json_string(t));
+    json_object_set_new(s, "comm.overlap", json_string(m->overlap ? "NCCL on its own stream (core/engine/comm_nccl.c)"
+                                                                  : "MPI progresses only inside MPI calls; host-staged "
+                                                                    "collectives complete at once (core/engine/comm.c)"));
 }
 
 int cost_calibrate(const cost_calib_opts *o) {
@@ -88,6 +95,9 @@ int cost_calibrate(const cost_calib_opts *o) {
     int bad = 0;
     if (rank == 0) {
         for (int i = 0; i < o->nspecs && !bad; i++) bad = cost_workload_add_spec(&w, o->specs[i], err, sizeof err) != 0;
+        if (!bad && o->model)
+            bad = cost_workload_add_run(&w, o->model, world, o->tp, o->batch, o->seq_len, (int)o->ops->cbytes,
+                                        o->ops != &ops_cpu, err, sizeof err) != 0;
         if (!bad) bad = cost_workload_add_gemm_grid(&w, 16, o->quick ? 64 : 1024) != 0;
         if (bad && !err[0]) snprintf(err, sizeof err, "out of host memory");
     }
@@ -99,6 +109,10 @@ int cost_calibrate(const cost_calib_opts *o) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (gethostname(m.host, sizeof m.host - 1) != 0) snprintf(m.host, sizeof m.host, "unknown");
     m.cores = cores > 0 ? (int)cores : 1;
+    int device = o->ops != &ops_cpu;
+#ifdef MESHSWEEP_CUDA
+    if (device) m.cores = cuda_device_count() > 0 ? cuda_device_count() : 1;   /* compute units: the GPUs */
+#endif
     double tms = o->quick ? 0.3 : 3.0;
     int samples = o->quick ? 1 : 3;
     if (o->verbose && rank == 0)
@@ -109,6 +123,8 @@ int cost_calibrate(const cost_calib_opts *o) {
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (bad) { cost_machine_free(&m); cost_workload_free(&w); return 1; }
     m.cores_per_host = m.cores;
+    m.overlap = cost_calib_uses_nccl(o->ops);
+    if (device && rank == 0) m.launch_us = cost_calib_launch_us(o->ops);
     m.oversubscribed_efficiency = sharing(o->ops, ls, m.cores, tms);
     static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
     static const double qgrid[] = {64, 4096, 262144};
@@ -128,8 +144,8 @@ int cost_calibrate(const cost_calib_opts *o) {
         snprintf(m.description, sizeof m.description,
                  "%s: %d cores, calibrated in %.0f s with %d ranks, load average %.2f before, %.2f after%s", m.host, m.cores,
                  (comm_now_ms() - t0) / 1e3, world, l0[0], l1[0], o->quick ? " (quick: a tiny grid, for tests)" : "");
-        m.async = 0; m.launch_us = 0; m.overlap = 0;
-        set_sources(&m, date);
+        m.async = device;
+        set_sources(&m, date, device);
         json_t *j = cost_machine_to_json(&m);
         rc = record_write_atomic(o->out, j, err, sizeof err) ? 1 : 0;
         json_decref(j);

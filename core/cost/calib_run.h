@@ -18,6 +18,8 @@ typedef struct cost_calib_opts {
     int verbose;
     const char *build;       /* build identity recorded in the file; NULL: the compiler */
     const char *check;       /* cost_check: the machine file to compare with */
+    const char *model;       /* a run whose step is measured besides the specs' (NULL: none) */
+    int tp, batch, seq_len;
 } cost_calib_opts;
 
 int cost_calibrate(const cost_calib_opts *o);

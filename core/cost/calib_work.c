@@ -68,6 +68,26 @@ static int spec_batch(const sweep_spec *s, const sweep_mesh *mm, const model_con
     return b < 0 ? -1 : b;
 }
 
+int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp, int batch, int seq_len, int abytes,
+                          int cuda, char *err, size_t errlen) {
+    model_config cfg;
+    char e2[1024];
+    if (config_resolve(&cfg, model, e2, sizeof e2) || config_validate(&cfg, e2, sizeof e2)) {
+        snprintf(err, errlen, "--model %s: %s", model, e2);
+        return -1;
+    }
+    model_opts o = {.B = batch, .T = seq_len, .sequence_parallel = 1, .sp_local = 1, .prefetch = 1, .abytes = abytes,
+                    .attention_no_ws = cuda};
+    cost_trace t = {0};
+    int ranks[2] = {0, world - 1}, rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (cost_record_step(&cfg, world, tp, ranks[k], &o, &t, e2, sizeof e2)) { snprintf(err, errlen, "%s", e2); rc = -1; }
+        else if (cost_workload_add(w, &t)) { snprintf(err, errlen, "out of host memory"); rc = -1; }
+    }
+    cost_trace_free(&t);
+    return rc;
+}
+
 int cost_workload_add_spec(cost_workload *w, const char *path, char *err, size_t errlen) {
     sweep_spec s;
     char e2[1024];

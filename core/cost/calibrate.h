@@ -24,6 +24,10 @@ int cost_workload_add(cost_workload *w, const cost_trace *t);
 /* the steps of every mesh of a sweep spec (its batch: the plan's max under its budget, or as given)
  * for rank 0 and the last rank; -1 with a message */
 int cost_workload_add_spec(cost_workload *w, const char *spec_path, char *err, size_t errlen);
+/* the step of one run (model preset or HF config, world, tp, batch per DP rank, sequence length, compute
+ * bytes 4 or 2, CUDA's attention without scratch) for rank 0 and the last rank; -1 with a message */
+int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp, int batch, int seq_len, int abytes,
+                          int cuda, char *err, size_t errlen);
 /* a small grid of GEMM shapes (every GEMM kind at m, n, k from lo to hi, powers of 4) */
 int cost_workload_add_gemm_grid(cost_workload *w, int64_t lo, int64_t hi);
 
@@ -41,6 +45,11 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
  * build/train. -1 with a message. */
 int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *sizes, int nsizes, int iters_scale, cost_machine *m,
                            int verbose, char *err, size_t errlen);
+/* Host time to issue one small op on an asynchronous device (the mean over many, without waiting) */
+double cost_calib_launch_us(const ops_t *ops);
+/* 1 when cost_calib_collectives runs device collectives over NCCL (every rank has its own GPU), as
+ * build/train would (collective over MPI_COMM_WORLD) */
+int cost_calib_uses_nccl(const ops_t *ops);
 /* Sleep-poll until every rank arrives: a barrier that leaves the cores to a rank that measures */
 void cost_calib_idle_barrier(void);
 #endif
