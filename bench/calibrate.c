@@ -22,15 +22,14 @@
 #endif
 
 typedef struct opts {
-    const char *out, *spec, *spec2, *spec3, *check, *backend, *dtype, *build, *model;
+    const char *out, *spec, *check, *backend, *dtype, *build, *model;
     int quick, verbose, help, tp, batch, seq_len;
 } opts;
 
 #define F(x) offsetof(opts, x)
 static const cli_opt OPTS[] = {
-    {"spec", CLI_STR, F(spec), "FILE", "a sweep spec whose steps are measured (their GEMM shapes, ops and collective sizes)"},
-    {"spec2", CLI_STR, F(spec2), "FILE", "a second spec"},
-    {"spec3", CLI_STR, F(spec3), "FILE", "a third spec"},
+    {"spec", CLI_STR, F(spec), "FILE[,FILE...]", "sweep specs whose steps are measured (their GEMM shapes, ops and "
+     "collective sizes; at most 8, comma-separated)"},
     {"out", CLI_STR, F(out), "FILE", "the machine file (default: machines/HOST-Nc.json next to this program); with "
      "--check: the check's record (default: stdout)"},
     {"model", CLI_STR, F(model), "NAME|PATH", "also measure the step of one run of this model (with --tp, --batch-size, "
@@ -95,10 +94,19 @@ int main(int argc, char **argv) {
         }
         out = path;
     }
-    const char *specs[3] = {o.spec, o.spec2, o.spec3};
-    for (int i = 0; i < 3; i++) {   /* a bad spec is found before MPI starts: one line, exit 2 on every rank */
+    static char list[8192];
+    const char *specs[8];
+    int nspecs = 0;
+    if (o.spec) {
+        if (strlen(o.spec) >= sizeof list) { cli_say("--spec: the list is too long"); return 2; }
+        snprintf(list, sizeof list, "%s", o.spec);
+        for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (nspecs == 8) { cli_say("--spec: at most 8 specs"); return 2; }
+            specs[nspecs++] = p;
+        }
+    }
+    for (int i = 0; i < nspecs; i++) {   /* a bad spec is found before MPI starts: one line, exit 2 on every rank */
         sweep_spec s;
-        if (!specs[i]) continue;
         if (sweep_spec_load(specs[i], &s, err, sizeof err)) { cli_say("%s: %s", specs[i], err); return 2; }
         sweep_spec_free(&s);
     }
@@ -109,7 +117,7 @@ int main(int argc, char **argv) {
     cpu_blas_init();
     cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
                           .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len};
-    for (int i = 0; i < 3; i++) if (specs[i]) co.specs[co.nspecs++] = specs[i];
+    for (int i = 0; i < nspecs; i++) co.specs[co.nspecs++] = specs[i];
     if (!o.check && out == path && rank == 0) {   /* the default folder, made if missing */
         char dir[4200];
         snprintf(dir, sizeof dir, "%s", path);
