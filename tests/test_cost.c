@@ -2,7 +2,8 @@
  * a machine with known tables (the exact predicted milliseconds), the overlap rules of the timeline
  * (a started gather longer than the compute it hides behind exposes the difference, a shorter one
  * nothing; without overlap it is all exposed; a blocking collective always is), the look-ups (curve
- * interpolation, nearest measured GEMM shapes, the collective entry for a group shape), the recorded
+ * interpolation, nearest measured GEMM shapes, the collective entry for a group shape and for a started
+ * collective), the recorded
  * step (every started collective is waited for; the GEMM FLOPs of a step are exactly 6 × tokens ×
  * matrix parameters), monotonicity on real steps (more bandwidth is never slower, more ranks per core
  * never faster), and the machine file: round trip, and every bad file a line naming its field. */
@@ -148,6 +149,18 @@ static void test_lookups(void) {
     char err[256];
     double t = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1000, 4, 4, 4, 0, err, sizeof err);
     CHECK(t < 0 && strstr(err, "4 ranks"), "cost_coll_exact_shape_only", "t %g: %s", t, err);
+    /* a started all-gather is priced by the started entry where there is one, else by the blocking one */
+    double blocking = cost_machine_coll_us(&m, COMM_ALL_GATHER, 4000, 2, 2, 2, COST_COLL_STARTED, err, sizeof err);
+    cost_coll *c2 = realloc(m.coll, 2 * sizeof *c2);
+    m.coll = c2;
+    m.coll[1] = m.coll[0];
+    m.coll[1].started = 1;
+    m.coll[1].latency_us = 100;
+    m.ncoll = 2;
+    double st = cost_machine_coll_us(&m, COMM_ALL_GATHER, 4000, 2, 2, 2, COST_COLL_STARTED, err, sizeof err);
+    double bl = cost_machine_coll_us(&m, COMM_ALL_GATHER, 4000, 2, 2, 2, 0, err, sizeof err);
+    CHECK(near(blocking, 12) && near(st, 102) && near(bl, 12), "cost_started_collective_entry",
+          "started %g (want 102), blocking %g and %g (want 12)", st, bl, blocking);
     cost_machine_free(&m);
     /* the shipped model: a group spanning hosts is priced by the network, one inside a host by NVLink */
     CHECK(cost_machine_shipped("h100-80gb", &m) == 0, "cost_shipped_h100", "no h100-80gb model");

@@ -86,7 +86,7 @@ int cost_check(const cost_calib_opts *o) {
                 if (now->ranks != world) continue;
                 for (int i = 0; i < m.ncoll; i++) {
                     const cost_coll *c = &m.coll[i];
-                    if (c->kind != now->kind || c->ranks != world || c->host || !c->npts) continue;
+                    if (c->kind != now->kind || c->started != now->started || c->ranks != world || c->host || !c->npts) continue;
                     cost_curve cv = {.n = c->npts};
                     memcpy(cv.x, c->bytes, (size_t)c->npts * sizeof(double));
                     memcpy(cv.us, c->us, (size_t)c->npts * sizeof(double));

@@ -57,10 +57,16 @@ int cost_calib_uses_nccl(const ops_t *ops) {
     return ops && ops != &ops_cpu && world > 1 && !shared;
 }
 
-/* one collective of S bytes (nccl-tests' S: the whole array) over g */
-static void call(comm_group *g, int kind, float *a, float *b, size_t S) {
+/* one collective of S bytes (nccl-tests' S: the whole array) over g; started: as the engine's prefetch and
+ * re-gather run it, comm_all_gather_start then comm_wait (MPI progresses it only while waited for, so
+ * waiting at once is what a rank does after the compute between the two) */
+static void call(comm_group *g, int kind, int started, float *a, float *b, size_t S) {
     size_t n = S / 4, per = n / (size_t)g->size;
-    if (kind == COMM_ALL_REDUCE) {
+    if (started) {
+        comm_req r;
+        comm_all_gather_start(g, &r, a, b, per ? per : 1);
+        comm_wait(&r);
+    } else if (kind == COMM_ALL_REDUCE) {
         if (S == 8) { double d = 1.0; comm_all_reduce_sum_f64(g, &d, 1); }
         else comm_all_reduce_sum(g, a, n ? n : 1);
     } else if (kind == COMM_ALL_GATHER) {
@@ -94,15 +100,21 @@ static int iters_of(double S, int scale) {
     return it < 2 ? 2 : it;
 }
 
-/* time of one size: warm-up, then the loop, max over ranks of the mean (us) */
-static double time_size(comm_group *g, int kind, float *a, float *b, double S, int iters) {
-    call(g, kind, a, b, (size_t)S);
-    cost_calib_idle_barrier();
-    double t0 = comm_now_ms();
-    for (int i = 0; i < iters; i++) call(g, kind, a, b, (size_t)S);
-    double us = (comm_now_ms() - t0) * 1e3 / iters;
-    MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return us;
+/* time of one size: warm-up, then `rounds` loops; each loop's time is the max over ranks of its mean, the
+ * size's the median over the loops (one slow loop of a shared machine does not make the size slow) */
+static double time_size(comm_group *g, int kind, int started, float *a, float *b, double S, int iters, int rounds) {
+    call(g, kind, started, a, b, (size_t)S);
+    double t[8];
+    if (rounds > 8) rounds = 8;
+    for (int k = 0; k < rounds; k++) {
+        cost_calib_idle_barrier();
+        double t0 = comm_now_ms();
+        for (int i = 0; i < iters; i++) call(g, kind, started, a, b, (size_t)S);
+        t[k] = (comm_now_ms() - t0) * 1e3 / iters;
+        MPI_Allreduce(MPI_IN_PLACE, &t[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    }
+    qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
+    return t[rounds / 2];
 }
 
 /* latency: the smallest size's time; bus bandwidth: from the two largest sizes */
@@ -129,7 +141,8 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
     int dev = ops && ops != &ops_cpu;
     float *a = dev ? ops->dev_alloc(nf * sizeof *a) : malloc(nf * sizeof *a);
     float *b = dev ? ops->dev_alloc(nf * sizeof *b) : malloc(nf * sizeof *b);
-    int nk = 3, maxc = m->ncoll + 3 * world + 4;
+    /* the modes: all-reduce, all-gather, reduce-scatter, and the all-gather started and waited for */
+    int nk = 4, maxc = m->ncoll + nk * world + 4, rounds = iters_scale >= 4 ? 3 : 1;
     cost_coll *cl = realloc(m->coll, (size_t)maxc * sizeof *cl);
     if (cl) m->coll = cl;   /* a failed realloc leaves the old table in place */
     if (!a || !b || !cl) {
@@ -154,22 +167,23 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
         comm_group g, other;
         comm_mpi_groups(&g, &other, n);
         if (nccl && comm_nccl_attach(&g, err, errlen)) { release(ops, dev, a, b); return -1; }
-        for (int kind = 0; kind < nk; kind++) {
+        for (int mode = 0; mode < nk; mode++) {
+            int kind = mode == 3 ? COMM_ALL_GATHER : mode, started = mode == 3;
             cost_coll *c = &m->coll[m->ncoll];
             memset(c, 0, sizeof *c);
-            c->kind = kind; c->ranks = n; c->ranks_per_host = n <= ls ? n : ls; c->host_ranks = ls;
+            c->kind = kind; c->started = started; c->ranks = n; c->ranks_per_host = n <= ls ? n : ls; c->host_ranks = ls;
             c->scope = c->ranks_per_host >= n ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
             double sz[COST_MAX_POINTS];
             int ns = sizes_for(w, grid, ngrid, kind, n, sz, COST_MAX_POINTS);
             for (int i = 0; i < ns; i++) {
-                double us = time_size(&g, kind, a, b, sz[i], iters_of(sz[i], iters_scale));
+                double us = time_size(&g, kind, started, a, b, sz[i], iters_of(sz[i], iters_scale), rounds);
                 c->bytes[c->npts] = sz[i];
                 c->us[c->npts++] = us > 0.01 ? us : 0.01;
             }
             fit(c);
             if (verbose && rank == 0)
-                fprintf(stderr, "calibrate: %-14s groups of %d: %d sizes, latency %.1f us, busbw %.3f GB/s\n",
-                        comm_kind_names[kind], n, c->npts, c->latency_us, c->busbw_gbs);
+                fprintf(stderr, "calibrate: %-14s%s groups of %d: %d sizes, latency %.1f us, busbw %.3f GB/s\n",
+                        comm_kind_names[kind], started ? " (started)" : "", n, c->npts, c->latency_us, c->busbw_gbs);
             m->ncoll++;
         }
         comm_mpi_groups_free(&g, &other);

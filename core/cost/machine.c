@@ -148,30 +148,40 @@ static double coll_time(const cost_coll *c, double bytes, int n) {
            bytes * cost_busbw_factor(c->kind, n) / (c->busbw_gbs * 1e3);
 }
 
-/* The entry for a collective: host-memory entries first for host collectives; then the exact group
- * shape at the same job ranks on the host; then the same shape measured with another number of ranks
- * on the host (scaled by how the ranks share the cores); then the machine's entry for the scope. */
-double cost_machine_coll_us(const cost_machine *m, int kind, double bytes, int ranks, int ranks_per_host,
-                            int host_ranks, int host, char *err, size_t errlen) {
-    if (ranks <= 1) return 0;
+/* The entry of one kind, transport and start mode: the exact group shape at the same job ranks on the
+ * host; then the same shape measured with another number of ranks on the host (scaled by how the ranks
+ * share the cores); then the machine's entry for the scope. -1 when there is none. */
+static double find(const cost_machine *m, int kind, double bytes, int ranks, int ranks_per_host, int host_ranks,
+                   int host, int started) {
     int scope = ranks_per_host >= ranks ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
-    for (int pass = host ? 0 : 1; pass < 2; pass++) {
-        const cost_coll *exact = NULL, *shape = NULL, *dflt = NULL;
-        for (int i = 0; i < m->ncoll; i++) {
-            const cost_coll *c = &m->coll[i];
-            if (c->kind != kind || c->host != (pass == 0)) continue;
-            if (c->ranks == ranks && c->ranks_per_host == ranks_per_host) {
-                if (c->host_ranks == 0 || c->host_ranks == host_ranks) exact = c;
-                else if (!shape || abs(c->host_ranks - host_ranks) < abs(shape->host_ranks - host_ranks)) shape = c;
-            } else if (c->ranks == 0 && c->scope == scope) {
-                dflt = c;
-            }
+    const cost_coll *exact = NULL, *shape = NULL, *dflt = NULL;
+    for (int i = 0; i < m->ncoll; i++) {
+        const cost_coll *c = &m->coll[i];
+        if (c->kind != kind || c->host != host || c->started != started) continue;
+        if (c->ranks == ranks && c->ranks_per_host == ranks_per_host) {
+            if (c->host_ranks == 0 || c->host_ranks == host_ranks) exact = c;
+            else if (!shape || abs(c->host_ranks - host_ranks) < abs(shape->host_ranks - host_ranks)) shape = c;
+        } else if (c->ranks == 0 && c->scope == scope) {
+            dflt = c;
         }
-        if (exact) return coll_time(exact, bytes, ranks);
-        if (shape) return coll_time(shape, bytes, ranks) * cost_machine_share(m, host_ranks) /
-                          cost_machine_share(m, shape->host_ranks);
-        if (dflt) return coll_time(dflt, bytes, ranks);
     }
+    if (exact) return coll_time(exact, bytes, ranks);
+    if (shape) return coll_time(shape, bytes, ranks) * cost_machine_share(m, host_ranks) / cost_machine_share(m, shape->host_ranks);
+    if (dflt) return coll_time(dflt, bytes, ranks);
+    return -1;
+}
+
+/* Host-memory entries first for host collectives, started entries first for started ones; then the
+ * ordinary (device, blocking) entries. */
+double cost_machine_coll_us(const cost_machine *m, int kind, double bytes, int ranks, int ranks_per_host,
+                            int host_ranks, int flags, char *err, size_t errlen) {
+    if (ranks <= 1) return 0;
+    int host = (flags & COST_COLL_HOST) != 0, started = (flags & COST_COLL_STARTED) != 0;
+    for (int h = host; h >= 0; h--)
+        for (int s = started; s >= 0; s--) {
+            double t = find(m, kind, bytes, ranks, ranks_per_host, host_ranks, h, s);
+            if (t >= 0) return t;
+        }
     snprintf(err, errlen, "machine %s has no %s model for groups of %d ranks (%d per host)%s", m->name,
              comm_kind_names[kind], ranks, ranks_per_host, host ? " on host memory" : "");
     return -1;

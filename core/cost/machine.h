@@ -34,6 +34,7 @@ typedef struct cost_coll {
     int host_ranks;            /* the job's ranks on that host when measured; 0: any */
     int scope;                 /* COST_SCOPE_INTRA (all ranks on one host) or _INTER (the group spans hosts) */
     int host;                  /* 1: host-memory collectives over MPI (the f64 all-reduces of device runs) */
+    int started;               /* 1: measured as the engine's started collective (comm_*_start, then comm_wait) */
     double latency_us, latency_per_step_us, busbw_gbs;
     int npts;                  /* measured times by bytes (optional) */
     double bytes[COST_MAX_POINTS], us[COST_MAX_POINTS];
@@ -86,9 +87,11 @@ double cost_machine_op_us(const cost_machine *m, const cost_event *e);
 /* Compute share factor: ranks on a host with `cores` units; >= 1 (1 when the ranks fit). */
 double cost_machine_share(const cost_machine *m, int host_ranks);
 /* Time of one collective in microseconds for a group of `ranks` with `ranks_per_host` of them on this
- * rank's host and `host_ranks` job ranks there; -1 with a message when the machine has no model for it. */
+ * rank's host and `host_ranks` job ranks there; flags: COST_COLL_HOST (on host memory), COST_COLL_STARTED
+ * (started and waited for later); -1 with a message when the machine has no model for it. */
+enum { COST_COLL_HOST = 1, COST_COLL_STARTED = 2 };
 double cost_machine_coll_us(const cost_machine *m, int kind, double bytes, int ranks, int ranks_per_host,
-                            int host_ranks, int host, char *err, size_t errlen);
+                            int host_ranks, int flags, char *err, size_t errlen);
 /* nccl-tests' bus-bandwidth factor and the ring steps of a collective over n ranks */
 double cost_busbw_factor(int kind, int n);
 int cost_ring_steps(int kind, int n);

@@ -191,8 +191,8 @@ static int parse_compute(rd *r, json_t *c, cost_machine *m) {
 }
 
 static int parse_coll(rd *r, json_t *e, const char *q, cost_coll *c) {
-    static const char *const keys[] = {"kind", "scope", "ranks", "ranks_per_host", "host_ranks", "host", "latency_us",
-                                       "latency_per_step_us", "busbw_gbs", "table", NULL};
+    static const char *const keys[] = {"kind", "scope", "ranks", "ranks_per_host", "host_ranks", "host", "started",
+                                       "latency_us", "latency_per_step_us", "busbw_gbs", "table", NULL};
     char kind[32], scope[16];
     if (!json_is_object(e)) return bad(r, q, "must be an object");
     if (keys_known(r, e, q, keys) || string(r, e, q, "kind", 1, kind, sizeof kind)) return -1;
@@ -217,6 +217,9 @@ static int parse_coll(rd *r, json_t *e, const char *q, cost_coll *c) {
     json_t *h = json_object_get(e, "host");
     if (h && !json_is_boolean(h)) { snprintf(p2, sizeof p2, "%s.host", q); return bad(r, p2, "must be true or false"); }
     c->host = h && json_is_true(h);
+    json_t *st = json_object_get(e, "started");
+    if (st && !json_is_boolean(st)) { snprintf(p2, sizeof p2, "%s.started", q); return bad(r, p2, "must be true or false"); }
+    c->started = st && json_is_true(st);
     if (num(r, e, q, "latency_us", 1, NONNEG, &c->latency_us) < 0 || num(r, e, q, "busbw_gbs", 1, POS, &c->busbw_gbs) < 0 ||
         num(r, e, q, "latency_per_step_us", 0, NONNEG, &c->latency_per_step_us) < 0)
         return -1;
@@ -341,6 +344,7 @@ static json_t *coll_json(const cost_coll *c) {
     json_object_set_new(e, "scope", json_string(c->scope == COST_SCOPE_INTER ? "inter" : "intra"));
     if (c->host_ranks) json_object_set_new(e, "host_ranks", json_integer(c->host_ranks));
     if (c->host) json_object_set_new(e, "host", json_true());
+    if (c->started) json_object_set_new(e, "started", json_true());
     json_object_set_new(e, "latency_us", json_real(c->latency_us));
     json_object_set_new(e, "latency_per_step_us", json_real(c->latency_per_step_us));
     json_object_set_new(e, "busbw_gbs", json_real(c->busbw_gbs));

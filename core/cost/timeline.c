@@ -61,7 +61,8 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
         }
         int g = e->group < COST_NGROUPS ? e->group : COST_GROUP_WORLD;
         int n = e->ranks > 0 ? e->ranks : shape[g][0];
-        double d = cost_machine_coll_us(m, e->kind, e->bytes, n, shape[g][1], shape[g][2], e->host, err, errlen);
+        int flags = (e->host ? COST_COLL_HOST : 0) | (e->type == COST_EV_START ? COST_COLL_STARTED : 0);
+        double d = cost_machine_coll_us(m, e->kind, e->bytes, n, shape[g][1], shape[g][2], flags, err, errlen);
         if (d < 0) { free(pd); return -1; }
         r->comm_ms += d / 1e3;
         r->comm_by_ms[g][e->kind] += d / 1e3;

@@ -1,7 +1,8 @@
 /* core/sweep/machine.c — the sweep's machine file: found, calibrated once when missing, checked for drift
- * (see machine.h). build/calibrate runs under the spec's own launcher and world, as the meshes will. */
+ * (see machine.h). build/calibrate runs under the spec's own launcher and world, as the meshes will. Like
+ * the rest of the runner this knows the engine only through its programs: the file is validated by
+ * build/calibrate and build/train, here only its name and calibration date are read. */
 #include "core/sweep/machine.h"
-#include "core/cost/predict.h"
 #include "core/sweep/launch.h"
 #include "core/sweep/runner.h"
 
@@ -12,6 +13,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The machine file of this host next to the programs: DIR/machines/HOST-Nc.json, the name build/train and
+ * build/calibrate give it (core/cost/predict.c, cost_local_machine_path; tests/t_cost.sh checks they agree) */
+static int local_path(const char *dir, char *out, size_t cap) {
+    char host[64] = {0};
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "unknown");
+    for (char *c = host; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int w = snprintf(out, cap, "%s/machines/%s-%ldc.json", dir, host, cores > 0 ? cores : 0);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
 
 /* launcher (with {world}) + -x for Open MPI + calibrate */
 static int calib_argv(const sweep_runner *R, const char *calib, sweep_argv *a) {
@@ -43,16 +55,21 @@ static int launch(sweep_runner *R, sweep_argv *a, const char *log, double timeou
 }
 
 static void read_file_info(sweep_machine *mi) {
-    cost_machine m;
-    char err[600];
-    if (cost_machine_load(mi->path, &m, err, sizeof err)) {
-        snprintf(mi->note, sizeof mi->note, "%s", err);
+    json_error_t je;
+    json_t *j = json_load_file(mi->path, 0, &je);
+    const char *schema = json_string_value(json_object_get(j, "schema"));
+    const char *name = json_string_value(json_object_get(j, "name"));
+    const char *cal = json_string_value(json_object_get(j, "calibrated"));
+    if (!j || !schema || strcmp(schema, "meshsweep.machine/1") || !name) {
+        snprintf(mi->note, sizeof mi->note, "%s is not a machine file (schema meshsweep.machine/1)%s%s", mi->path,
+                 j ? "" : ": ", j ? "" : je.text);
+        json_decref(j);
         mi->have = 0;
         return;
     }
-    snprintf(mi->name, sizeof mi->name, "%s", m.name);
-    snprintf(mi->calibrated, sizeof mi->calibrated, "%s", m.calibrated);
-    cost_machine_free(&m);
+    snprintf(mi->name, sizeof mi->name, "%s", name);
+    snprintf(mi->calibrated, sizeof mi->calibrated, "%s", cal ? cal : "");
+    json_decref(j);
     mi->have = 1;
 }
 
@@ -98,15 +115,13 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi) {
     else snprintf(dir, sizeof dir, ".");
     sweep_pathf(calib, sizeof calib, "%s/calibrate", dir);
     if (given && *given) snprintf(mi->path, sizeof mi->path, "%s", given);
-    else if (cost_local_machine_path(dir, mi->path, sizeof mi->path)) return 0;
+    else if (local_path(dir, mi->path, sizeof mi->path)) return 0;
     int exists = access(mi->path, R_OK) == 0;
     if (strcmp(R->spec->backend, "cpu")) {   /* GPU runs predict with their device's model */
-        cost_machine m;
-        if (R->spec->gpu && cost_machine_shipped(R->spec->gpu, &m) == 0) {
+        if (R->spec->gpu) {   /* build/train --plan --gpu NAME predicts with that GPU's shipped model */
             mi->have = 1;
-            snprintf(mi->name, sizeof mi->name, "%s", m.name);
-            snprintf(mi->path, sizeof mi->path, "shipped model of gpu %s", m.name);
-            cost_machine_free(&m);
+            snprintf(mi->name, sizeof mi->name, "%.60s", R->spec->gpu);
+            snprintf(mi->path, sizeof mi->path, "shipped model of gpu %s", R->spec->gpu);
         }
         snprintf(mi->note, sizeof mi->note, "GPU sweep: the plans predict with the spec's gpu model, each run with its "
                  "device's shipped model");
