@@ -104,8 +104,9 @@ static int iters_of(double S, int scale) {
  * size's the median over the loops (one slow loop of a shared machine does not make the size slow) */
 static double time_size(comm_group *g, int kind, int started, float *a, float *b, double S, int iters, int rounds) {
     call(g, kind, started, a, b, (size_t)S);
-    double t[8];
+    double t[8] = {0};
     if (rounds > 8) rounds = 8;
+    if (rounds < 1) rounds = 1;
     for (int k = 0; k < rounds; k++) {
         cost_calib_idle_barrier();
         double t0 = comm_now_ms();

@@ -144,7 +144,7 @@ double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, i
         long next = dt > 0 ? (long)(reps * (target_ms / dt) * 1.2) + 1 : reps * 8;
         reps = next > reps * 8 ? reps * 8 : next > reps ? next : reps + 1;
     }
-    double t[16];
+    double t[16] = {0};
     if (samples > 16) samples = 16;
     if (samples < 1) samples = 1;
     for (int s = 0; s < samples; s++) {

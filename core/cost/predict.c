@@ -36,7 +36,8 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
     }
     cost_trace_free(&t);
     p->ranks_per_host = rph;
-    p->tokens = (double)(W / tp) * q->mo.B * q->mo.T;
+    int dp = W / tp;   /* W is a multiple of tp (checked above) */
+    p->tokens = (double)dp * q->mo.B * q->mo.T;
     p->tok_s = p->r.step_ms > 0 ? p->tokens / (p->r.step_ms / 1e3) : 0;
     p->tok_s_per_rank = p->tok_s / W;
     p->flops_per_token = metrics_flops_per_token(q->cfg, q->mo.T);
