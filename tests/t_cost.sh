@@ -55,7 +55,8 @@ if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --m
      --log-every 100 --out "$T/r.json" > "$T/r.log" 2>&1; then
   jt "$T/r.json" 'd["summary"]["predicted_step_ms"] > 0 and d["summary"]["prediction_machine"] == "test-cpu" and abs(d["summary"]["prediction_error"] - (d["summary"]["predicted_step_ms"] / d["summary"]["step_ms_median"] - 1)) < 1e-9 and d["prediction"]["predicted"] and d["prediction"]["step_ms"] == d["summary"]["predicted_step_ms"]' \
     && ok cost_run_record_prediction || fail cost_run_record_prediction "$(j "$T/r.json" 'd["summary"]')"
-  grep -q 'train: predicted step' "$T/r.log" && ok cost_run_says_predicted || fail cost_run_says_predicted "no 'predicted step' line"
+  grep -q '^train: step 1/4 .* | predicted step [0-9.]* ms (machine test-cpu)' "$T/r.log" && ok cost_run_says_predicted \
+    || fail cost_run_says_predicted "the first progress line does not say the predicted step: $(grep 'step 1/' "$T/r.log")"
 fi
 
 # ---- calibration on a tiny grid, and its drift check ----------------------------------------------

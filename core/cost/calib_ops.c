@@ -192,7 +192,25 @@ static void add_point(cost_curve *c, double x, double us) {
     c->x[i] = x; c->us[i] = us;
 }
 
+/* A point more than 3x slower than the median rate of its neighbours (two on each side) is a timing that
+ * another process interrupted on a shared machine, not the op: it gets that median rate. */
+static void despike(cost_curve *c) {
+    if (c->n < 3) return;
+    double r[COST_MAX_POINTS], fixed[COST_MAX_POINTS];
+    for (int i = 0; i < c->n; i++) r[i] = c->x[i] / c->us[i];
+    for (int i = 0; i < c->n; i++) {
+        double w[4];
+        int k = 0;
+        for (int j = i - 2; j <= i + 2; j++) if (j >= 0 && j < c->n && j != i) w[k++] = r[j];
+        qsort(w, (size_t)k, sizeof *w, cmp_dbl);
+        double med = k % 2 ? w[k / 2] : (w[k / 2 - 1] + w[k / 2]) / 2;
+        fixed[i] = r[i] < med / 3 ? c->x[i] / med : c->us[i];
+    }
+    memcpy(c->us, fixed, (size_t)c->n * sizeof *fixed);
+}
+
 static void derive(cost_machine *m) {
+    for (int k = 0; k < COST_NOPS; k++) despike(&m->ops[k]);
     double peak = 0;
     int ng = m->ngemm;
     double *fl = malloc((size_t)(ng ? ng : 1) * sizeof *fl), *rt = malloc((size_t)(ng ? ng : 1) * sizeof *rt);

@@ -150,7 +150,9 @@ static double coll_time(const cost_coll *c, double bytes, int n) {
 
 /* The entry of one kind, transport and start mode: the exact group shape at the same job ranks on the
  * host; then the same shape measured with another number of ranks on the host (scaled by how the ranks
- * share the cores); then the machine's entry for the scope. -1 when there is none. */
+ * share the cores); then the machine's entry for the scope; then the measured group size nearest to this
+ * one (of the same scope if there is one), its latency per ring step and its bus bandwidth applied to
+ * this group's steps and bytes. -1 when the machine has no entry of that kind. */
 static double find(const cost_machine *m, int kind, double bytes, int ranks, int ranks_per_host, int host_ranks,
                    int host, int started) {
     int scope = ranks_per_host >= ranks ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
@@ -168,7 +170,19 @@ static double find(const cost_machine *m, int kind, double bytes, int ranks, int
     if (exact) return coll_time(exact, bytes, ranks);
     if (shape) return coll_time(shape, bytes, ranks) * cost_machine_share(m, host_ranks) / cost_machine_share(m, shape->host_ranks);
     if (dflt) return coll_time(dflt, bytes, ranks);
-    return -1;
+    const cost_coll *near = NULL;
+    double best = 0;
+    for (int i = 0; i < m->ncoll; i++) {
+        const cost_coll *c = &m->coll[i];
+        if (c->kind != kind || c->host != host || c->started != started || c->ranks < 2) continue;
+        double d = fabs(log((double)c->ranks / ranks)) + (c->scope != scope ? 100 : 0);
+        if (!near || d < best) { near = c; best = d; }
+    }
+    if (!near) return -1;
+    double lat = (near->latency_us + near->latency_per_step_us * cost_ring_steps(kind, near->ranks)) *
+                 cost_ring_steps(kind, ranks) / cost_ring_steps(kind, near->ranks);
+    double t = lat + bytes * cost_busbw_factor(kind, ranks) / (near->busbw_gbs * 1e3);
+    return near->host_ranks ? t * cost_machine_share(m, host_ranks) / cost_machine_share(m, near->host_ranks) : t;
 }
 
 /* Host-memory entries first for host collectives, started entries first for started ones; then the

@@ -91,9 +91,12 @@ int plan_report(const plan_req *q) {
         cost_req cr = {.cfg = q->cfg, .world = W, .tp = q->tp, .mo = mo, .ranks_per_host = q->ranks_per_host,
                        .m = q->machine};
         cost_prediction cp;
-        if (cost_predict(&cr, &cp, err, sizeof err)) { say("--machine %s: %s", q->machine->name, err); json_decref(ranks); return 2; }
-        cost_prediction_print(stdout, &cp, q->machine, q->machine_from);
-        time = cost_prediction_json(&cp, q->machine, q->machine_from);
+        /* a machine that cannot price this step (no model of a collective kind) leaves the plan a plan */
+        if (cost_predict(&cr, &cp, err, sizeof err)) printf("# no predicted step (machine %s): %s\n", q->machine->name, err);
+        else {
+            cost_prediction_print(stdout, &cp, q->machine, q->machine_from);
+            time = cost_prediction_json(&cp, q->machine, q->machine_from);
+        }
     }
     if (q->out) {
         json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:I, s:i, s:o, s:o, s:s}",

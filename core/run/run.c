@@ -712,8 +712,10 @@ static int step_loop(run_t *R) {
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
                          R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
             }
-            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s\n",
-                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv);
+            char pv[640] = "";
+            if (s == 0) run_predict_progress(&R->pred, pv, sizeof pv); /* and what was predicted for it */
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv, pv);
         }
     }
     return 0;

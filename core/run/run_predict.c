@@ -35,13 +35,16 @@ void run_predict_step(run_prediction *p, const model_config *cfg, int world, int
     char err[512];
     if (cost_predict(&q, &cp, err, sizeof err)) {
         snprintf(p->error, sizeof p->error, "%s", err);
-        fprintf(stderr, "train: no predicted step time: %s\n", err);
         return;
     }
     p->step_ms = cp.r.step_ms;
     p->time = cost_prediction_json(&cp, &p->m, p->from);
-    fprintf(stderr, "train: predicted step %.2f ms, %.0f tok/s (machine %s, %s%s%s)\n", cp.r.step_ms, cp.tok_s, p->m.name,
-            p->from, p->m.calibrated[0] ? " " : "", p->m.calibrated);
+}
+
+void run_predict_progress(const run_prediction *p, char *out, size_t cap) {
+    if (!p->have) { if (cap) out[0] = 0; return; }
+    if (p->step_ms > 0) snprintf(out, cap, " | predicted step %.2f ms (machine %s)", p->step_ms, p->m.name);
+    else snprintf(out, cap, " | no predicted step: %.500s", p->error[0] ? p->error : "not predicted");
 }
 
 void run_predict_summary(const run_prediction *p, json_t *summary, double med) {
@@ -49,6 +52,7 @@ void run_predict_summary(const run_prediction *p, json_t *summary, double med) {
     json_object_set_new(summary, "predicted_step_ms", ok ? json_real(p->step_ms) : json_null());
     json_object_set_new(summary, "prediction_error", ok && med > 0 && isfinite(med) ? json_real(p->step_ms / med - 1) : json_null());
     json_object_set_new(summary, "prediction_machine", p->have ? json_string(p->m.name) : json_null());
+    if (p->have && !ok) json_object_set_new(summary, "prediction_note", json_string(p->error[0] ? p->error : "not predicted"));
 }
 
 void run_predict_free(run_prediction *p) {

@@ -1,6 +1,6 @@
 /* core/run/run_predict.h — the step-time prediction a run records next to what it measures (design 13):
  * the machine is resolved before MPI starts (a bad --machine is exit 2 on every rank), the step is
- * predicted on rank 0 before the engine allocates anything (the prediction replays the step through
+ * predicted on rank 0 before the engine allocates anything (and said on the first progress line) (the prediction replays the step through
  * core/engine/mem's planning mode, as the budget gate does), and the record's summary gets
  * predicted_step_ms, prediction_error (= predicted / measured median − 1) and prediction_machine, and
  * the record a "prediction" object (core/cost/predict.h's "time"). Not the model (core/cost/). */
@@ -26,6 +26,9 @@ void run_predict_device(run_prediction *p, const char *device_name);
 /* rank 0, before the engine's allocator is set up: predict the step of this run */
 void run_predict_step(run_prediction *p, const model_config *cfg, int world, int tp, const model_opts *mo,
                       int ranks_per_host);
+/* " | predicted step 12.34 ms (machine NAME)" (or why there is none) for the first progress line; "" without a
+ * machine */
+void run_predict_progress(const run_prediction *p, char *out, size_t cap);
 /* summary.predicted_step_ms, summary.prediction_error, summary.prediction_machine (null when none) */
 void run_predict_summary(const run_prediction *p, json_t *summary, double measured_median_ms);
 void run_predict_free(run_prediction *p);
