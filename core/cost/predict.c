@@ -47,8 +47,9 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
 
 json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, const char *from) {
     const cost_result *r = &p->r;
-    json_t *cls = json_object(), *comm = json_object();
+    json_t *cls = json_object(), *comm = json_object(), *ops = json_object();
     for (int c = 0; c < COST_NCLASS; c++) json_object_set_new(cls, cost_class_names[c], json_real(r->class_ms[c]));
+    for (int k = 0; k < COST_NOPS; k++) if (r->op_ms[k] > 0) json_object_set_new(ops, cost_op_names[k], json_real(r->op_ms[k]));
     for (int g = 0; g < COST_NGROUPS; g++) {
         json_t *o = json_object();
         for (int k = 0; k < COMM_NKIND; k++)
@@ -65,6 +66,7 @@ json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, co
     json_object_set_new(j, "comm_ms", json_real(r->comm_ms));
     json_object_set_new(j, "exposed_comm_ms", json_real(r->exposed_comm_ms));
     json_object_set_new(j, "compute_ms_by_class", cls);
+    json_object_set_new(j, "compute_ms_by_op", ops);
     json_object_set_new(j, "comm_ms_by_group", comm);
     json_object_set_new(j, "host_issue_ms", json_real(r->host_issue_ms));
     json_object_set_new(j, "compute_share", json_real(r->share));
@@ -129,6 +131,8 @@ int cost_machine_resolve(const char *spec, const char *gpu, const char *build_di
                          char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     *from = NULL;
+    const char *env = getenv("MESHSWEEP_MACHINE");
+    if ((spec && !strcmp(spec, "none")) || (!spec && env && !strcmp(env, "none"))) return 0;   /* no model: no prediction */
     if (spec) {
         if (cost_machine_shipped(spec, m) == 0) { *from = "shipped"; return 1; }
         if (!is_file_spec(spec)) {
@@ -141,7 +145,6 @@ int cost_machine_resolve(const char *spec, const char *gpu, const char *build_di
         *from = m->calibrated[0] ? "calibrated" : "file";
         return 1;
     }
-    const char *env = getenv("MESHSWEEP_MACHINE");
     if (env && *env) {
         if (cost_machine_load(env, m, err, errlen)) return -1;
         *from = m->calibrated[0] ? "calibrated" : "file";

@@ -34,7 +34,7 @@ json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, co
 /* The --plan lines, every one marked predicted */
 void cost_prediction_print(FILE *f, const cost_prediction *p, const cost_machine *m, const char *machine_from);
 
-/* Which machine: `spec` (--machine NAME|FILE), else $MESHSWEEP_MACHINE (a file), else the shipped model
+/* Which machine: `spec` (--machine NAME|FILE; "none": none), else $MESHSWEEP_MACHINE (a file; "none": none), else the shipped model
  * of `gpu` (--gpu NAME, or the CUDA device's table name), else this host's calibrated file under
  * build_dir (cost_local_machine_path) when it exists. 1 found (*from says which: "shipped", "file",
  * "calibrated"), 0 none (no prediction), -1 bad --machine / machine file (one line in err: exit 2). */

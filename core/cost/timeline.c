@@ -38,6 +38,7 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
         if (e->type == COST_EV_OP) {
             double d = cost_machine_op_us(m, e) * share;
             r->class_ms[cost_op_class_of((cost_op_kind)e->kind)] += d / 1e3;
+            r->op_ms[e->kind] += d / 1e3;
             r->compute_ms += d / 1e3;
             r->n_ops++;
             if (m->async) {             /* the op reaches the device once the host has issued it */

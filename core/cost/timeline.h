@@ -28,6 +28,7 @@ typedef struct cost_result {
     double step_ms;
     double compute_ms;                        /* time the compute stream is busy */
     double class_ms[COST_NCLASS];             /* of which, by op class */
+    double op_ms[COST_NOPS];                  /* and by op kind */
     double comm_ms;                           /* time the collectives take */
     double comm_by_ms[COST_NGROUPS][COMM_NKIND];
     double exposed_comm_ms;                   /* step_ms − compute_ms: what compute does not hide */

@@ -149,9 +149,15 @@ const char *const *sweep_chart_names(int plan_only) {
     return plan_only ? plans : all;
 }
 
+int sweep_chart_wanted(const sweep_report_ctx *c, const char *name) {
+    if (strcmp(name, "prediction")) return 1;
+    for (int i = 0; i < c->n; i++) if (isfinite(sweep_predicted_ms(c, &c->res[i]))) return 1;
+    return 0;
+}
+
 static int is_drawn(const sweep_report_ctx *c, const char *name) {
     for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++)
-        if (strcmp(*n, name) == 0) return 1;
+        if (strcmp(*n, name) == 0) return sweep_chart_wanted(c, name);
     return 0;
 }
 
@@ -217,6 +223,11 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
     int failed = 0;
     err[0] = '\0';
     for (int i = 0; i < N_CHARTS; i++) {
+        if (!sweep_chart_wanted(c, charts[i].out)) {   /* nothing to show: no chart of an earlier invocation stays */
+            char old[4200];
+            for (int f = 0; f < 2; f++) { snprintf(old, sizeof old, "%s/%s.%s", c->dir, charts[i].out, f ? "svg" : "png"); unlink(old); }
+            continue;
+        }
         for (int f = 0; f < 2 && is_drawn(c, charts[i].out); f++) {
             const char *fmt = f ? "svg" : "png";
             char vars[8192], script[4200], tmp[256], final[256];

@@ -114,6 +114,10 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi) {
     if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
     sweep_pathf(calib, sizeof calib, "%s/calibrate", dir);
+    if (given && !strcmp(given, "none")) {
+        snprintf(mi->note, sizeof mi->note, "no machine model (MESHSWEEP_MACHINE=none): no predictions");
+        return 0;
+    }
     if (given && *given) snprintf(mi->path, sizeof mi->path, "%s", given);
     else if (local_path(dir, mi->path, sizeof mi->path)) return 0;
     int exists = access(mi->path, R_OK) == 0;

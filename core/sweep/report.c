@@ -135,6 +135,7 @@ static json_t *deviation_json(const sweep_report_ctx *c) {
 static json_t *charts_json(const sweep_report_ctx *c) {
     json_t *a = json_array();
     for (const char *const *n = sweep_chart_names(c->plan_only); a && *n; n++) {
+        if (!sweep_chart_wanted(c, *n)) continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s.png", c->dir, *n);
         if (sweep_chart_complete(path)) json_array_append_new(a, json_sprintf("%s.png", *n));

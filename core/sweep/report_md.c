@@ -259,6 +259,7 @@ static void charts_section(sweep_sbuf *b, const sweep_report_ctx *c) {
     sweep_sb_printf(b, "## Charts\n\n");
     int missing = 0;
     for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++) {
+        if (!sweep_chart_wanted(c, *n)) continue;
         char png[4200], svg[4200];
         snprintf(png, sizeof png, "%s/%s.png", c->dir, *n);
         snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, *n);
@@ -275,6 +276,7 @@ static void charts_section(sweep_sbuf *b, const sweep_report_ctx *c) {
         sweep_sb_printf(b, "Not drawn (see `gnuplot.log`):");
         int k = 0;
         for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++) {
+            if (!sweep_chart_wanted(c, *n)) continue;
             char png[4200], svg[4200];
             snprintf(png, sizeof png, "%s/%s.png", c->dir, *n);
             snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, *n);
