@@ -14,15 +14,17 @@
 #include <string.h>
 #include <time.h>
 
-/* the GEMMs of the file at the quartiles of their times (at least 20 us: stable enough to compare) */
+/* the GEMMs of the file at the quartiles of their times (of those of at least 20 us, stable enough to compare,
+ * or of all when none is that long) */
 static int pick_gemms(const cost_machine *m, int *idx, int cap) {
-    int n = 0;
+    int n = 0, any20 = 0;
+    for (int i = 0; i < m->ngemm; i++) any20 |= m->gemm[i].us >= 20;
     for (int q = 1; q <= 3 && n < cap; q++) {
         int best = -1;
         double want = 0;
         double v[4096];
         int nv = 0;
-        for (int i = 0; i < m->ngemm && nv < 4096; i++) if (m->gemm[i].us >= 20) v[nv++] = m->gemm[i].us;
+        for (int i = 0; i < m->ngemm && nv < 4096; i++) if (m->gemm[i].us >= 20 || !any20) v[nv++] = m->gemm[i].us;
         if (!nv) break;
         for (int i = 1; i < nv; i++) for (int j = i; j > 0 && v[j] < v[j - 1]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
         want = v[(nv - 1) * q / 4];
