@@ -55,16 +55,21 @@ int cost_workload_add_gemm_grid(cost_workload *w, int64_t lo, int64_t hi) {
     return 0;
 }
 
-/* the batch of one mesh of the spec: its own, or in max mode the plan's largest under the budget */
+/* the batch of one cell of the spec: its own, or (max and matched modes) the plan's largest under its budget,
+ * in matched mode the largest of those that divides the cell's global batch / dp */
 static int spec_batch(const sweep_spec *s, const sweep_mesh *mm, const model_config *cfg, const model_opts *o,
                       char *err, size_t errlen) {
-    if (s->batch_mode != SWEEP_BATCH_MAX) return mm->batch_size;
-    if (!s->mem_budget_bytes) {
+    if (s->batch_mode != SWEEP_BATCH_MAX && s->batch_mode != SWEEP_BATCH_MATCHED) return mm->batch_size;
+    if (!mm->mem_budget_bytes) {
         snprintf(err, errlen, "batch_size max needs a fixed mem_budget to be planned here (got %s)",
-                 s->mem_budget ? s->mem_budget : "none");
+                 mm->mem_budget ? mm->mem_budget : "none");
         return -1;
     }
-    int b = plan_max_batch(cfg, s->world, mm->tp, o, s->mem_budget_bytes, err, errlen);
+    int b = plan_max_batch(cfg, s->world, mm->tp, o, mm->mem_budget_bytes, err, errlen);
+    if (b > 0 && s->batch_mode == SWEEP_BATCH_MATCHED && mm->global_batch > 0) {
+        int per = mm->global_batch / mm->dp;
+        while (b > 1 && per % b) b--;
+    }
     return b < 0 ? -1 : b;
 }
 
@@ -96,13 +101,15 @@ int cost_workload_add_spec(cost_workload *w, const char *path, char *err, size_t
     int rc = config_resolve(&cfg, s.model, e2, sizeof e2) || config_validate(&cfg, e2, sizeof e2);
     if (rc) snprintf(err, errlen, "%s: model: %s", path, e2);
     cost_trace t = {0};
-    for (int i = 0; !rc && i < s.n_meshes; i++) {
-        const sweep_mesh *mm = &s.meshes[i];
-        /* the engine's defaults, as build/train runs the spec (fp32 on the CPU) */
-        model_opts o = {.B = 1, .T = s.seq_len, .sequence_parallel = s.sequence_parallel != 0, .sp_local = 1,
-                        .prefetch = s.prefetch != 0, .checkpoint = s.checkpoint_activations == 1, .abytes = 4,
+    for (int i = 0; !rc && i < s.n_cells; i++) {
+        const sweep_mesh *mm = &s.cells[i];
+        /* the engine's defaults, as build/train runs the cell (fp32 on the CPU); every:K checkpointing is
+         * measured as full (the same ops, more of them) */
+        const char *ck = mm->checkpoint_activations;
+        model_opts o = {.B = 1, .T = mm->seq_len, .sequence_parallel = mm->sequence_parallel != 0, .sp_local = 1,
+                        .prefetch = mm->prefetch != 0, .checkpoint = ck && strcmp(ck, "none") != 0, .abytes = 4,
                         .attention_no_ws = s.backend && !strcmp(s.backend, "cuda")};
-        if (s.sp_activations) o.sp_local = !strcmp(s.sp_activations, "local");
+        if (mm->sp_activations) o.sp_local = !strcmp(mm->sp_activations, "local");
         int b = spec_batch(&s, mm, &cfg, &o, e2, sizeof e2);
         if (b <= 0) {
             if (b < 0) { snprintf(err, errlen, "%s: mesh %s: %s", path, mm->name, e2); rc = -1; }
