@@ -1,6 +1,7 @@
 /* core/cost/calib_check.c — how far this machine is from its machine file now (see calib_run.h): a few
- * of the file's GEMMs and ops and its collectives of the whole world, measured again as the calibration
- * measured them; the ratios measured / file, their geometric means for compute and for collectives,
+ * of the file's GEMMs, on every rank at once as a step computes (against the file's time alone times the
+ * model's share for that many ranks), and its collectives of the whole world, measured again as the
+ * calibration measured them; the ratios measured / predicted from the file, their geometric means for compute and for collectives,
  * and the load average, as one JSON record (schema meshsweep.machine_check/1). A shared machine's
  * prediction error then says how much of it is the load and how much the model. */
 #include "core/cost/calib_run.h"
@@ -54,19 +55,26 @@ int cost_check(const cost_calib_opts *o) {
     json_t *pts = json_array();
     double cr[8], mr[8];
     int nc = 0, nm = 0;
-    if (rank == 0) {   /* compute: rank 0 alone, as calibrated */
-        int gi[3], ng = pick_gemms(&m, gi, 3);
-        for (int i = 0; i < ng; i++) {
-            const cost_gemm_point *p = &m.gemm[gi[i]];
-            cost_event e = {.type = COST_EV_OP, .kind = (uint8_t)p->op, .dim = {p->m, p->n, p->k, 0, 0}};
-            cost_op_work((cost_op_kind)e.kind, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
-            double us = cost_calib_op_us(o->ops, &e, 3.0, 3);
-            if (us <= 0) continue;
-            cr[nc++] = us / p->us;
-            json_array_append_new(pts, json_pack("{s:s, s:[I,I,I], s:f, s:f}", "op", cost_op_names[p->op], "shape",
+    /* compute as a step runs it: every rank of the host at once, against the file's time scaled to this many
+     * ranks (what a prediction would use) */
+    int gi[3], ng = pick_gemms(&m, gi, 3);
+    double share = cost_machine_op_scale(&m, ls);
+    for (int i = 0; i < ng; i++) {
+        const cost_gemm_point *p = &m.gemm[gi[i]];
+        cost_event e = {.type = COST_EV_OP, .kind = (uint8_t)p->op, .dim = {p->m, p->n, p->k, 0, 0}};
+        cost_op_work((cost_op_kind)e.kind, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
+        cost_calib_idle_barrier();
+        double us = cost_calib_op_us(o->ops, &e, 3.0, 3);
+        int okr = us > 0, all_ok = 0;
+        MPI_Allreduce(&okr, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (!all_ok) continue;
+        us /= world;
+        cr[nc++] = us / (p->us * share);
+        if (rank == 0)
+            json_array_append_new(pts, json_pack("{s:s, s:[I,I,I], s:f, s:f, s:f}", "op", cost_op_names[p->op], "shape",
                                                  (json_int_t)p->m, (json_int_t)p->n, (json_int_t)p->k, "file_us", p->us,
-                                                 "now_us", us));
-        }
+                                                 "predicted_us", p->us * share, "now_us", us));
     }
     cost_calib_idle_barrier();
     /* collectives of the whole world at a middle and the largest size the file's all-gather measured */

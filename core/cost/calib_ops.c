@@ -4,6 +4,7 @@
  * overflow, valid token ids). */
 #include "core/cost/calibrate.h"
 #include "core/engine/comm.h"
+#include <mpi.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,34 +130,71 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, int samples) {
-    bufs b;
-    if (alloc_bufs(o, e, &b)) return -1;
-    run(o, e, &b);
-    o->synchronize();
+/* the loop length that takes at least target_ms: doubling (or scaled) from one call */
+static long reps_for(const ops_t *o, const cost_event *e, bufs *b, double target_ms) {
     long reps = 1;
     for (;;) {
         double t0 = comm_now_ms();
-        for (long r = 0; r < reps; r++) run(o, e, &b);
+        for (long r = 0; r < reps; r++) run(o, e, b);
         o->synchronize();
         double dt = comm_now_ms() - t0;
-        if (dt >= target_ms || reps >= (1L << 22)) break;
+        if (dt >= target_ms || reps >= (1L << 22)) return reps;
         long next = dt > 0 ? (long)(reps * (target_ms / dt) * 1.2) + 1 : reps * 8;
         reps = next > reps * 8 ? reps * 8 : next > reps ? next : reps + 1;
     }
+}
+
+/* the median of `samples` timings of loops of reps calls, per call (us) */
+static double timed(const ops_t *o, const cost_event *e, bufs *b, long reps, int samples) {
     double t[16] = {0};
     if (samples > 16) samples = 16;
     if (samples < 1) samples = 1;
     for (int s = 0; s < samples; s++) {
         double t0 = comm_now_ms();
-        for (long r = 0; r < reps; r++) run(o, e, &b);
+        for (long r = 0; r < reps; r++) run(o, e, b);
         o->synchronize();
         t[s] = (comm_now_ms() - t0) * 1e3 / (double)reps;
     }
-    free_bufs(o, &b);
     qsort(t, (size_t)samples, sizeof *t, cmp_dbl);
     double us = t[samples / 2];
     return us > 1e-3 ? us : 1e-3;
+}
+
+double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, int samples) {
+    bufs b;
+    if (alloc_bufs(o, e, &b)) return -1;
+    run(o, e, &b);
+    o->synchronize();
+    double us = timed(o, e, &b, reps_for(o, e, &b, target_ms), samples);
+    free_bufs(o, &b);
+    return us;
+}
+
+/* The op on every rank at once, as a step computes (collective): rank 0 sizes the loop alone for
+ * target_ms, every rank then runs the same loops; the median over ranks of each rank's median. */
+static double together_us(const ops_t *o, const cost_event *e, double target_ms, int samples) {
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    bufs b;
+    int ok = alloc_bufs(o, e, &b) == 0, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) { if (ok) free_bufs(o, &b); return -1; }
+    run(o, e, &b);
+    o->synchronize();
+    long reps = 1;
+    if (rank == 0) reps = reps_for(o, e, &b, target_ms);
+    MPI_Bcast(&reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    cost_calib_idle_barrier();
+    double us = timed(o, e, &b, reps, samples);
+    free_bufs(o, &b);
+    double *all = rank == 0 ? malloc((size_t)world * sizeof *all) : NULL;
+    MPI_Gather(&us, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (all) { qsort(all, (size_t)world, sizeof *all, cmp_dbl); us = all[world / 2]; }
+        free(all);
+    }
+    return us;
 }
 
 double cost_calib_launch_us(const ops_t *o) {
@@ -220,6 +258,11 @@ static void derive(cost_machine *m) {
         rt[i] = fl[i] / p->us / 1e6; /* TFLOP/s */
         if (rt[i] > peak) peak = rt[i];
     }
+    /* the measured rates are of calibrated_ranks computing at once; the peak is one rank's alone (what MFU
+     * is against: given, or the best rate scaled by the share), the efficiencies relative to it, so that the
+     * fallbacks give the measured rates back */
+    if (m->peak_tflops > 0) peak = m->peak_tflops;
+    else peak *= cost_machine_share(m, m->calibrated_ranks > 0 ? m->calibrated_ranks : 1);
     m->peak_tflops = peak > 0 ? peak : 1e-3;
     /* efficiency by GEMM size: the median rate of each of up to 8 bins of log FLOPs */
     m->n_eff = 0;
@@ -257,8 +300,8 @@ static void derive(cost_machine *m) {
     m->host_link_gbs = h ? h->x[h->n - 1] / h->us[h->n - 1] / 1e3 : m->memory_gbs;
 }
 
-int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, cost_machine *m,
-                   int verbose) {
+int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
+                   cost_machine *m, int verbose) {
     free(m->gemm);
     m->gemm = calloc(w->nops ? w->nops : 1, sizeof *m->gemm);
     m->ngemm = 0;
@@ -267,9 +310,9 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
     for (size_t i = 0; i < w->nops; i++) {
         cost_event e = w->ops[i];
         cost_op_work((cost_op_kind)e.kind, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
-        double us = cost_calib_op_us(ops, &e, target_ms, samples);
+        double us = together ? together_us(ops, &e, target_ms, samples) : cost_calib_op_us(ops, &e, target_ms, samples);
         if (us < 0) {
-            fprintf(stderr, "calibrate: cannot allocate the buffers of %s (%lld x %lld x %lld)\n", cost_op_names[e.kind],
+            if (verbose >= 0) fprintf(stderr, "calibrate: cannot allocate the buffers of %s (%lld x %lld x %lld)\n", cost_op_names[e.kind],
                     (long long)e.dim[0], (long long)e.dim[1], (long long)e.dim[2]);
             return -1;
         }

@@ -31,17 +31,17 @@ static void loadavg(double l[3]) {
     fclose(f);
 }
 
-/* the workload's collectives to every rank (rank 0 recorded them) */
-static int bcast_colls(cost_workload *w) {
-    unsigned long long n = w->ncolls;
-    MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-    if (n > w->capcolls) {
-        cost_event *q = realloc(w->colls, (size_t)n * sizeof *q);
+/* one event array of the workload to every rank (rank 0 recorded it) */
+static int bcast_events(cost_event **v, size_t *n, size_t *cap) {
+    unsigned long long k = *n;
+    MPI_Bcast(&k, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (k > *cap) {
+        cost_event *q = realloc(*v, (size_t)k * sizeof *q);
         if (!q) return -1;
-        w->colls = q; w->capcolls = (size_t)n;
+        *v = q; *cap = (size_t)k;
     }
-    w->ncolls = (size_t)n;
-    if (n) MPI_Bcast(w->colls, (int)(n * sizeof *w->colls), MPI_BYTE, 0, MPI_COMM_WORLD);
+    *n = (size_t)k;
+    if (k) MPI_Bcast(*v, (int)(k * sizeof **v), MPI_BYTE, 0, MPI_COMM_WORLD);
     return 0;
 }
 
@@ -60,8 +60,11 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     int world;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     all /= world;
-    double eff = alone > 0 && all > 0 ? alone * ((double)ls / cores) / all : 1;
-    return eff > 1 ? 1 : eff < 0.05 ? 0.05 : eff;
+    /* t_alone · (ranks / cores) / t_together: below 1 when time slicing costs (caches, switches); above 1 when
+     * other jobs on the host slow one rank alone about as much as the group (then the group's ranks get
+     * more than ranks / cores of a core each); at most ranks / cores (the group never beats one rank alone) */
+    double eff = alone > 0 && all > 0 ? alone * ((double)ls / cores) / all : 1, most = (double)ls / cores;
+    return eff > most ? most : eff < 0.05 ? 0.05 : eff;
 }
 
 static void set_sources(cost_machine *m, const char *date, int device) {
@@ -98,12 +101,15 @@ int cost_calibrate(const cost_calib_opts *o) {
         if (!bad && o->model)
             bad = cost_workload_add_run(&w, o->model, world, o->tp, o->batch, o->seq_len, (int)o->ops->cbytes,
                                         o->ops != &ops_cpu, err, sizeof err) != 0;
-        if (!bad) bad = cost_workload_add_gemm_grid(&w, 16, o->quick ? 64 : 1024) != 0;
+        if (!bad) bad = cost_workload_add_gemm_grid(&w, 16, o->quick ? 64 : 256) != 0;
         if (bad && !err[0]) snprintf(err, sizeof err, "out of host memory");
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (bad) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); cost_workload_free(&w); return 2; }
-    if (bcast_colls(&w)) { fprintf(stderr, "calibrate: out of host memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+    if (bcast_events(&w.ops, &w.nops, &w.capops) || bcast_events(&w.colls, &w.ncolls, &w.capcolls)) {
+        fprintf(stderr, "calibrate: out of host memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     cost_machine m;
     memset(&m, 0, sizeof m);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -118,14 +124,24 @@ int cost_calibrate(const cost_calib_opts *o) {
     if (o->verbose && rank == 0)
         fprintf(stderr, "calibrate: %zu ops and %zu collective sizes from %d spec(s), world %d (%d on this host, %d cores)\n",
                 w.nops, w.ncolls, o->nspecs, world, ls, m.cores);
-    if (rank == 0) bad = cost_calib_ops(o->ops, &w, tms, samples, &m, o->verbose);
-    cost_calib_idle_barrier();
-    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (bad) { cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    /* how ranks share the cores first (the op figures are converted with it), then the ops on every rank at
+     * once, as the steps compute them */
     m.cores_per_host = m.cores;
+    m.calibrated_ranks = ls;
     m.overlap = cost_calib_uses_nccl(o->ops);
-    if (device && rank == 0) m.launch_us = cost_calib_launch_us(o->ops);
     m.oversubscribed_efficiency = sharing(o->ops, ls, m.cores, tms);
+    if (device && rank == 0) m.launch_us = cost_calib_launch_us(o->ops);
+    if (rank == 0) {   /* the peak of one rank alone, as build/train measures it for MFU: a 512^3 GEMM */
+        cost_event e = {.type = COST_EV_OP, .kind = COST_GEMM_FWD, .dim = {512, 512, 512, 0, 0}};
+        cost_op_work(COST_GEMM_FWD, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
+        double us = cost_calib_op_us(o->ops, &e, tms * 3, samples);
+        m.peak_tflops = us > 0 ? e.flops / us / 1e6 : 0;
+    }
+    cost_calib_idle_barrier();
+    MPI_Bcast(&m.peak_tflops, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    bad = cost_calib_ops(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0) != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (bad) { cost_machine_free(&m); cost_workload_free(&w); return 1; }
     static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
     static const double qgrid[] = {64, 4096, 262144};
     int rc = world > 1 ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,

@@ -35,9 +35,11 @@ int cost_workload_add_gemm_grid(cost_workload *w, int64_t lo, int64_t hi);
  * median of `samples` timings of a loop of at least target_ms; -1 when its buffers cannot be had. */
 double cost_calib_op_us(const ops_t *ops, const cost_event *e, double target_ms, int samples);
 /* Every op of w measured into m's GEMM table and op curves, and the fallbacks derived from them
- * (peak, GEMM and attention efficiency, memory bandwidth). -1 when an op cannot be measured. */
-int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, cost_machine *m,
-                   int verbose);
+ * (peak, GEMM and attention efficiency, memory bandwidth). together: on every rank at once, as a step
+ * computes (collective over MPI_COMM_WORLD; rank 0's m gets the figures), else on the calling rank
+ * alone. -1 when an op cannot be measured. */
+int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
+                   cost_machine *m, int verbose);
 /* Collectives over MPI_COMM_WORLD (every rank calls it): every kind at every group size n dividing the
  * world (consecutive groups, all at once), at `sizes` bytes and the workload's sizes for that kind and
  * n; entries appended to m->coll (host_ranks: the ranks on this host). Buffers of the backend of ops:

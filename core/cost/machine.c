@@ -122,7 +122,13 @@ double cost_machine_op_us(const cost_machine *m, const cost_event *e) {
 
 double cost_machine_share(const cost_machine *m, int host_ranks) {
     if (m->cores_per_host <= 0 || host_ranks <= m->cores_per_host) return 1.0;
-    return (double)host_ranks / ((double)m->cores_per_host * m->oversubscribed_efficiency);
+    double f = (double)host_ranks / ((double)m->cores_per_host * m->oversubscribed_efficiency);
+    return f > 1 ? f : 1.0;
+}
+
+double cost_machine_op_scale(const cost_machine *m, int host_ranks) {
+    int cal = m->calibrated_ranks > 0 ? m->calibrated_ranks : 1;
+    return cost_machine_share(m, host_ranks) / cost_machine_share(m, cal);
 }
 
 double cost_busbw_factor(int kind, int n) {

@@ -58,7 +58,8 @@ typedef struct cost_machine {
     cost_curve ops[COST_NOPS];/* measured non-GEMM ops */
     /* hosts */
     int cores_per_host;
-    double oversubscribed_efficiency;   /* ranks beyond the cores: compute × ranks / (cores · this) */
+    int calibrated_ranks;     /* ranks of the host computing at once when the ops were measured (>= 1; 1: alone) */
+    double oversubscribed_efficiency;   /* ranks beyond the cores: compute × max(1, ranks / (cores · this)) */
     /* comm */
     int overlap;              /* a started collective progresses while the rank computes (NCCL streams) */
     int ncoll;
@@ -86,6 +87,9 @@ json_t *cost_machine_estimates(const cost_machine *m);
 double cost_machine_op_us(const cost_machine *m, const cost_event *e);
 /* Compute share factor: ranks on a host with `cores` units; >= 1 (1 when the ranks fit). */
 double cost_machine_share(const cost_machine *m, int host_ranks);
+/* What an op measured with calibrated_ranks computing at once takes with host_ranks doing so:
+ * share(host_ranks) / share(calibrated_ranks) */
+double cost_machine_op_scale(const cost_machine *m, int host_ranks);
 /* Time of one collective in microseconds for a group of `ranks` with `ranks_per_host` of them on this
  * rank's host and `host_ranks` job ranks there; flags: COST_COLL_HOST (on host memory), COST_COLL_STARTED
  * (started and waited for later); -1 with a message when the machine has no model for it. */

@@ -72,6 +72,7 @@ int cost_machine_shipped(const char *name, cost_machine *m) {
     m->memory_efficiency = 0.8;
     m->host_link_gbs = g->host_link_gbs;
     m->cores_per_host = 8;
+    m->calibrated_ranks = 1;
     m->oversubscribed_efficiency = 1.0;
     m->overlap = 1;
     m->coll = calloc(16, sizeof *m->coll);

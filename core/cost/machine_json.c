@@ -264,9 +264,11 @@ static int parse_root(rd *r, json_t *j, cost_machine *m) {
     json_t *c = object(r, j, "", "compute", &rc);
     if (rc || parse_compute(r, c, m)) return -1;
     json_t *h = object(r, j, "", "hosts", &rc);
-    static const char *const hkeys[] = {"cores_per_host", "oversubscribed_efficiency", NULL};
+    static const char *const hkeys[] = {"cores_per_host", "calibrated_ranks", "oversubscribed_efficiency", NULL};
+    m->calibrated_ranks = 1;
     if (rc || keys_known(r, h, "hosts", hkeys) || integer(r, h, "hosts", "cores_per_host", 1, 1, &m->cores_per_host) ||
-        num(r, h, "hosts", "oversubscribed_efficiency", 1, FRACTION, &m->oversubscribed_efficiency))
+        integer(r, h, "hosts", "calibrated_ranks", 0, 1, &m->calibrated_ranks) < 0 ||
+        num(r, h, "hosts", "oversubscribed_efficiency", 1, POS, &m->oversubscribed_efficiency))
         return -1;
     json_t *cm = object(r, j, "", "comm", &rc);
     if (rc || parse_comm(r, cm, m)) return -1;
@@ -385,8 +387,9 @@ json_t *cost_machine_to_json(const cost_machine *m) {
     if (json_object_size(ops)) json_object_set_new(c, "ops", ops);
     else json_decref(ops);
     json_object_set_new(j, "compute", c);
-    json_object_set_new(j, "hosts", json_pack("{s:i, s:f}", "cores_per_host", m->cores_per_host, "oversubscribed_efficiency",
-                                              m->oversubscribed_efficiency));
+    json_object_set_new(j, "hosts", json_pack("{s:i, s:i, s:f}", "cores_per_host", m->cores_per_host, "calibrated_ranks",
+                                              m->calibrated_ranks > 0 ? m->calibrated_ranks : 1,
+                                              "oversubscribed_efficiency", m->oversubscribed_efficiency));
     json_t *cl = json_array();
     for (int i = 0; i < m->ncoll; i++) json_array_append_new(cl, coll_json(&m->coll[i]));
     json_object_set_new(j, "comm", json_pack("{s:b, s:o}", "overlap", m->overlap, "collectives", cl));
