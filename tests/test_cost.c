@@ -73,6 +73,11 @@ static void test_arithmetic(void) {
     CHECK(rc == 0 && near(r.share, 1.0), "cost_share_counts_job_ranks", "rc %d share %g (2 ranks of a world of 2)", rc, r.share);
     CHECK(near(cost_machine_share(&m, 4), 4.0) && near(cost_machine_share(&m, 2), 1.0) && near(cost_machine_share(&m, 1), 1.0),
           "cost_share_factor", "share(4) %g share(2) %g", cost_machine_share(&m, 4), cost_machine_share(&m, 2));
+    /* ops measured with 8 ranks at once on the 2 cores (share 8) are used as they are for 8 ranks, halved for 4 */
+    m.calibrated_ranks = 8;
+    CHECK(near(cost_machine_op_scale(&m, 8), 1.0) && near(cost_machine_op_scale(&m, 4), 0.5) &&
+          near(cost_machine_op_scale(&m, 2), 0.125), "cost_op_scale_calibrated_ranks", "scale(8) %g scale(4) %g scale(2) %g",
+          cost_machine_op_scale(&m, 8), cost_machine_op_scale(&m, 4), cost_machine_op_scale(&m, 2));
     cost_machine_free(&m);
 }
 

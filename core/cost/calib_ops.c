@@ -237,7 +237,7 @@ static void despike(cost_curve *c) {
     double r[COST_MAX_POINTS], fixed[COST_MAX_POINTS];
     for (int i = 0; i < c->n; i++) r[i] = c->x[i] / c->us[i];
     for (int i = 0; i < c->n; i++) {
-        double w[4];
+        double w[4] = {0};
         int k = 0;
         for (int j = i - 2; j <= i + 2; j++) if (j >= 0 && j < c->n && j != i) w[k++] = r[j];
         qsort(w, (size_t)k, sizeof *w, cmp_dbl);
