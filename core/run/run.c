@@ -79,6 +79,7 @@ typedef struct run {
     gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
     int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
     json_t *hosts;               /* distinct host names of the ranks */
+    const char *local_rank_from; /* where this rank's local rank (its GPU) came from (gpus_local_rank) */
     /* the engine of a run */
     const ops_t *ops;
     int rank, world, use_nccl, have_eval;
@@ -238,6 +239,7 @@ static int write_record(run_t *R, const char *status, const char *error, const u
                                             "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
                                             "git", MESHSWEEP_GIT, "date", date));
     if (g_mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
+    if (g_mpi) record_env_launch(json_object_get(j, "env"), R->local_rank_from);
     char err[512];
     int rc = record_write_atomic(R->o.out, j, err, sizeof err);
     if (rc && !quiet) say("%s", err);
@@ -459,12 +461,15 @@ static void start_mpi(run_t *R) {
     int code = agree_check();
     if (code) fail(code);
     R->use_nccl = 0;
+    /* the local rank: the launcher's (SLURM_LOCALID, Open MPI's), else the index among the ranks of
+     * this host by MPI_COMM_TYPE_SHARED; ls counts those ranks */
+    int lr, ls;
+    comm_local_rank(&lr, &ls);
+    lr = gpus_local_rank(lr, ls, &R->local_rank_from);
 #ifdef MESHSWEEP_CUDA
     if (R->ops != &ops_cpu) {
-        /* one device per local rank (ranks of this host, by MPI_COMM_TYPE_SHARED); NCCL needs one GPU
-         * per rank, so when ranks share a GPU the collectives fall back to host-staged MPI */
-        int lr, ls;
-        comm_local_rank(&lr, &ls);
+        /* one device per local rank; NCCL needs one GPU per rank, so when ranks share a GPU the
+         * collectives fall back to host-staged MPI */
         if (cuda_select_device(lr, err, sizeof err)) agree_fail(1, "%s", err);
         if ((code = agree_check())) fail(code);
         int ndev = cuda_device_count();
