@@ -49,6 +49,7 @@ expect_exit cost_machine_malformed 2 'trunc.json: line [0-9]+: not valid JSON' -
 sed 's/"busbw_gbs": 2,/"busbw_gbs": -2,/' "$FIX" > "$T/neg.json"
 expect_exit cost_machine_negative_bandwidth 2 'comm.collectives\[3\].busbw_gbs: must be > 0' -- "$TRAIN" "${PT[@]}" --machine "$T/neg.json"
 MESHSWEEP_MACHINE=$T/zero.json expect_exit cost_env_machine_checked 2 'compute.peak_tflops' -- "$TRAIN" "${PT[@]}"
+expect_exit cost_gpus_per_host_plan_only 2 'gpus-per-host is only valid with --plan' -- "$TRAIN" --gpus-per-host 8 --steps 1
 
 # ---- a run records its prediction next to what it measured ----------------------------------------
 if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --model tiny --seq-len 32 --batch-size 2 --steps 4 \

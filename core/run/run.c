@@ -334,6 +334,7 @@ static int check_cfg(run_t *R) {
         R->B = (int)b;
     }
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
+    if (o->gpus_per_host && !o->plan) BAD("--gpus-per-host is only valid with --plan (a run's placement is the launcher's)");
     if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
     int sp_local = !strcmp(o->sp_activations, "local");
