@@ -41,6 +41,11 @@ static const cli_opt OPTS[] = {
      "usable - runtime overhead - reserve); on a CUDA run: --mem-budget auto"},
     {"plan", CLI_ON, F(plan), NULL, "plan memory for one step without running (one process)"},
     {"world", CLI_INT, F(world), "W", "with --plan: world size to plan for"},
+    {"machine", CLI_STR, F(machine), "NAME|FILE", "step-time model: h100-80gb, h200-141gb, a100-80gb or a machine file "
+     "(default: this host's `make calibrate` file, or the --gpu / CUDA device's model); --plan predicts the step, a run "
+     "records the prediction next to what it measured"},
+    {"gpus-per-host", CLI_INT, F(gpus_per_host), "N", "with --plan: ranks per host (consecutive ranks fill a host; default: "
+     "one GPU per rank on a GPU machine, every rank on this host on a CPU one)"},
     {"sequence-parallel", CLI_ON, F(sp), NULL, "sequence parallel (default on when tp > 1)"},
     {"no-sequence-parallel", CLI_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
     {"sp-activations", CLI_STR, F(sp_activations), "local|gathered", "sequence parallel: save each column-parallel block's input as the sequence shard and all-gather it again in backward (local), or save it all-gathered (gathered)"},

@@ -102,7 +102,7 @@ else
   rows=$(tail -n +2 "$D/summary.csv" | grep -c .)
   cols=$(head -1 "$D/summary.csv" | awk -F, '{print NF}')
   badrows=$(awk -F, -v n="$cols" 'NF != n' "$D/summary.csv" | wc -l)
-  if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,status$'; then ok sweep_smoke_csv
+  if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,predicted_step_ms,measured_step_ms,prediction_error,status$'; then ok sweep_smoke_csv
   else fail sweep_smoke_csv "rows $rows, ragged $badrows, header $(head -1 "$D/summary.csv")"; fi
   bad=""
   for c in loss loss_tokens loss_time throughput memory max_batch; do

@@ -400,9 +400,10 @@ static const comm_impl impl_nccl = {"nccl", nccl_all_reduce, nccl_all_gather, nc
                                     nccl_reduce_scatter, nccl_broadcast, nccl_wait};
 
 /* ------------------------------------------------------------------ the calls */
-static void trace(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) {
-    if (g->ctx && g->ctx->trace) g->ctx->trace->collective(g->ctx->trace->ctx, g, k, bytes, ph);
+static void trace_id(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph, int host, uint64_t id) {
+    if (g->ctx && g->ctx->trace) g->ctx->trace->collective(g->ctx->trace->ctx, g, k, bytes, ph, host, id);
 }
+static void trace(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) { trace_id(g, k, bytes, ph, 0, 0); }
 
 void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, dtype_t t) {
     if (n == 0) return;
@@ -419,7 +420,7 @@ void comm_all_reduce_max(comm_group *g, float *buf, size_t n) {
 /* host doubles (loss sums, norms): always MPI on host memory, whatever carries the device data */
 void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) {
     if (n == 0) return;
-    trace(g, COMM_ALL_REDUCE, n * sizeof(double), COMM_BLOCKING);
+    trace_id(g, COMM_ALL_REDUCE, n * sizeof(double), COMM_BLOCKING, 1, 0);
     if (!g->mpi || g->size == 1) return;
     double t0 = comm_now_ms();
     MPI_Request q;
@@ -458,8 +459,11 @@ void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void 
     memset(r, 0, sizeof *r);
     r->g = g; r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * (size_t)t;
     r->t0 = comm_now_ms();
-    trace(g, COMM_ALL_GATHER, r->bytes, COMM_STARTED);
     r->traced = g->ctx && g->ctx->trace;
+    if (r->traced) {
+        r->id = ++g->ctx->trace_next;
+        trace_id(g, COMM_ALL_GATHER, r->bytes, COMM_STARTED, 0, r->id);
+    }
     g->impl->all_gather_start(g, r, recv, send, n, t);
 }
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
@@ -468,6 +472,6 @@ void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float 
 
 void comm_wait(comm_req *r) {
     if (r->active) r->g->impl->wait(r);
-    if (r->traced) trace(r->g, r->kind, r->bytes, COMM_WAITED);
-    r->active = 0; r->traced = 0; r->mpi_req = NULL; r->event = NULL;
+    if (r->traced) trace_id(r->g, r->kind, r->bytes, COMM_WAITED, 0, r->id);
+    r->active = 0; r->traced = 0; r->id = 0; r->mpi_req = NULL; r->event = NULL;
 }

@@ -36,11 +36,15 @@ typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1, COMM_RS_AUTO = 2 } com
 
 struct comm_group;
 /* A collective as the trace sees it: blocking, started (a prefetch) or waited for (its start's
- * completion). bytes is the figure the statistics count for it. */
+ * completion). bytes is the figure the statistics count for it (all-gather and reduce-scatter: the
+ * whole array, as nccl-tests' S). host: the buffer is host memory (the f64 all-reduces: MPI on every
+ * backend). id: 0 for a blocking call; a started collective and its wait carry the same id, distinct
+ * among the starts of one context (a prefetch may be waited for after later starts). */
 typedef enum { COMM_BLOCKING, COMM_STARTED, COMM_WAITED } comm_phase;
 typedef struct comm_trace {
     void *ctx;
-    void (*collective)(void *ctx, const struct comm_group *g, comm_kind kind, size_t bytes, comm_phase phase);
+    void (*collective)(void *ctx, const struct comm_group *g, comm_kind kind, size_t bytes, comm_phase phase, int host,
+                       uint64_t id);
 } comm_trace;
 
 /* What the groups of one engine share (core/engine/engine.h holds it). */
@@ -50,6 +54,7 @@ typedef struct comm_ctx {
     comm_rs_algo rs;
     int poll;                 /* waits sleep-poll (oversubscribed node); -1 until the first MPI group decides */
     const comm_trace *trace;  /* optional: each collective of these groups as it is issued, NULL: none */
+    uint64_t trace_next;      /* the id of the last traced start */
     void *host[2];            /* host staging (not engine memory: it holds no device bytes) */
     size_t host_bytes[2];
 } comm_ctx;
@@ -67,6 +72,7 @@ typedef struct comm_req {
     comm_group *g;
     int active;               /* the implementation has something to wait for */
     int traced;               /* the start was traced: the wait is too */
+    uint64_t id;              /* the traced start's id (comm_trace), 0 when untraced */
     void *mpi_req, *event;
     comm_kind kind;
     size_t bytes;

@@ -3,6 +3,7 @@
 #include "core/run/plan_report.h"
 #include "core/common/cli.h"
 #include "core/run/record.h"
+#include "core/cost/predict.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,18 @@ int plan_report(const plan_req *q) {
         printf("# budget %s: %s\n", b, fitsb ? "fits" : "does not fit");
     }
     if (q->max_batch) printf("# max batch per DP rank: %d (global %d)\n", B, G);
+    json_t *time = NULL;
+    if (q->machine && B > 0) {
+        cost_req cr = {.cfg = q->cfg, .world = W, .tp = q->tp, .mo = mo, .dtype = q->E->dtype,
+                       .ranks_per_host = q->ranks_per_host, .m = q->machine};
+        cost_prediction cp;
+        /* a machine that cannot price this step (no model of a collective kind) leaves the plan a plan */
+        if (cost_predict(&cr, &cp, err, sizeof err)) printf("# no predicted step (machine %s): %s\n", q->machine->name, err);
+        else {
+            cost_prediction_print(stdout, &cp, q->machine, q->machine_from);
+            time = cost_prediction_json(&cp, q->machine, q->machine_from);
+        }
+    }
     if (q->out) {
         json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:I, s:i, s:o, s:o, s:s}",
                               "schema", "meshsweep.plan/1", "world", W, "dp", m.dp, "tp", m.tp, "batch_size", B,
@@ -93,11 +106,14 @@ int plan_report(const plan_req *q) {
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
                               "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", dtype_name(q->E->dtype));
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
+        json_object_set_new(j, "time", time ? time : json_null());
+        time = NULL;
         if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);
     } else {
         json_decref(ranks);
     }
+    json_decref(time);
     if (q->budget && !fitsb) {
         if (!q->max_batch) {
             char a[32], u[32], b[32];

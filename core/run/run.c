@@ -28,6 +28,7 @@
 #include "core/engine/model.h"
 #include "core/engine/optim.h"
 #include "core/run/plan_report.h"
+#include "core/run/run_predict.h"
 #include "core/run/record.h"
 #include "core/run/run.h"
 #include "core/formats/safetensors.h"
@@ -87,6 +88,7 @@ typedef struct run {
     optim_cfg oc;
     int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
     char save_error[4096];       /* why --save failed (the record's error) */
+    run_prediction pred;         /* the predicted step (core/run/run_predict.h) */
 } run_t;
 
 /* distinct host names over the world (collective) */
@@ -198,7 +200,9 @@ static int write_record(run_t *R, const char *status, const char *error, const u
     json_object_set_new(sum, "mfu_share", json_real(g_mpi ? record_mfu_share(mfu, R->mesh.world) : mfu));
     json_object_set_new(sum, "final_loss", last_loss);
     json_object_set_new(sum, "final_eval_loss", last_eval);
+    run_predict_summary(&R->pred, sum, med);
     json_object_set_new(j, "summary", sum);
+    json_object_set_new(j, "prediction", R->pred.time ? json_incref(R->pred.time) : json_null());
     json_t *mem = json_object();
     json_object_set_new(mem, "budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
     uint64_t zero[MEM_NCAT] = {0};
@@ -327,6 +331,7 @@ static int check_cfg(run_t *R) {
         R->B = (int)b;
     }
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
+    if (o->gpus_per_host && !o->plan) BAD("--gpus-per-host is only valid with --plan (a run's placement is the launcher's)");
     if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
     int sp_local = !strcmp(o->sp_activations, "local");
@@ -398,12 +403,21 @@ int run_plan(const run_cfg *c) {
         printf("# --gpu %s (%s): %s as the runtime reports it - %s typical runtime overhead - %s reserve = budget %s\n",
                R->gb.gpu->name, R->gb.gpu->device, u, ov, rs, b);
     }
+    if (o->gpus_per_host < 0) { say("--gpus-per-host must be >= 1 (got %d)", o->gpus_per_host); free(R); return 2; }
+    cost_machine mach;
+    const char *from = NULL;
+    char bdir[4096];
+    int have = cost_machine_resolve(o->machine, o->gpu, cost_exe_dir(bdir, sizeof bdir) ? NULL : bdir, &mach, &from,
+                                    err, sizeof err);
+    if (have < 0) { say("%s", err); free(R); return 2; }
     engine_t P; /* what is planned for: an engine computing in --dtype */
     engine_init_plan(&P, cfg_dtype(o), 0);
     plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
-                  .budget = R->budget, .E = &P, .out = o->out};
+                  .budget = R->budget, .E = &P, .out = o->out, .machine = have ? &mach : NULL,
+                  .machine_from = from, .ranks_per_host = o->gpus_per_host};
     rc = plan_report(&q);
     engine_release(&P);
+    if (have) cost_machine_free(&mach);
     free(R);
     return rc;
 }
@@ -579,6 +593,16 @@ static void setup_comm(run_t *R) {
     }
 }
 
+/* the predicted step, on rank 0, before the model is built (core/run/run_predict.h; the planner's
+ * replay has an engine of its own beside the run's) */
+static void predict(run_t *R) {
+    int lr = 0, ls = 1;
+    comm_local_rank(&lr, &ls);
+    MPI_Allreduce(MPI_IN_PLACE, &ls, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!R->E.dev->host_memory) run_predict_device(&R->pred, R->E.dev->device_name());
+    if (g_rank0) run_predict_step(&R->pred, &R->cfg, R->world, R->o.tp, R->E.dtype, &R->mo, ls);
+}
+
 /* memory, the model and its parameters (seed or --init), FLOP figures, the optimizer */
 static void build_engine(run_t *R) {
     run_cfg *o = &R->o;
@@ -683,8 +707,10 @@ static int step_loop(run_t *R) {
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
                          R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
             }
-            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s\n",
-                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv);
+            char pv[640] = "";
+            if (s == 0) run_predict_progress(&R->pred, pv, sizeof pv); /* and what was predicted for it */
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv, pv);
         }
     }
     return 0;
@@ -742,13 +768,17 @@ int run_train(const run_cfg *c, run_result *res) {
     int code = check_cfg(R);
     if (!code) code = pick_backend(R);
     if (code) { free(R); return code; }
+    char err[512];
+    if (run_predict_resolve(&R->pred, c->machine, c->gpu, err, sizeof err)) { say("%s", err); free(R); return 2; }
     start_mpi(R);
     open_inputs(R);
     setup_comm(R);
     budget_gate(R);
+    predict(R);
     build_engine(R);
     code = end_run(R, step_loop(R), res);
     comm_mpi_groups_free(&R->tpg, &R->dpg);
+    run_predict_free(&R->pred);
     free(R);
     if (g_mpi) MPI_Finalize();
     g_mpi = 0;

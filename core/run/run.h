@@ -13,6 +13,8 @@ typedef struct run_cfg {
     const char *model, *batch, *data, *eval_data, *init, *save, *out, *mem_budget, *schedule, *backend, *comm, *dtype,
                *sp_activations;
     const char *mem_reserve, *gpu;   /* --mem-reserve SIZE, --gpu NAME (core/engine/gpus.h) */
+    const char *machine;             /* --machine NAME|FILE: the step-time model (core/cost/predict.h) */
+    int gpus_per_host;               /* --gpus-per-host N: ranks per host of a --plan (0: the machine's default) */
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, ckpt, excluded, log_every;
     long long seed;
     double lr, weight_decay, beta1, beta2, adam_eps, grad_clip, min_lr_ratio, peak_tflops;

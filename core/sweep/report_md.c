@@ -5,6 +5,7 @@
  * Not the tables (core/sweep/report.c), not the charts (core/sweep/charts.c). */
 #include "core/sweep/report.h"
 #include "core/sweep/charts.h"
+#include "core/sweep/report_cost.h"
 #include "core/common/errmsg.h"
 #include "core/sweep/grid.h"
 
@@ -299,6 +300,7 @@ static const char *chart_title(const sweep_report_ctx *c, const char *n, char *b
         {"throughput", "Throughput and MFU (one core per rank, and the core share)", "throughput.dat"},
         {"memory", "Peak memory per rank by category", "memory.dat"},
         {"max_batch", "Batch vs TP degree", "max_batch.dat"},
+        {"prediction", "Predicted against measured step time", "prediction.dat"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(t[i].name, n) == 0) return t[i].title;
@@ -372,6 +374,7 @@ int sweep_write_report_md(const sweep_report_ctx *c, int charts_ok, char *err, s
     if (c->plan_only) plan_table(&b, c);
     else run_table(&b, c, target);
     sweep_md_grid_tables(&b, c);
+    sweep_report_cost_section(&b, c);
     if (sweep_batch_searched(s) && !c->plan_only) max_batch_section(&b, c);
     if ((s->batch_mode == SWEEP_BATCH_GLOBAL || s->batch_mode == SWEEP_BATCH_MATCHED) && !c->plan_only)
         sweep_md_deviation_section(&b, c);

@@ -57,6 +57,7 @@ typedef struct sweep_report_ctx {
     const char *created_utc;    /* the folder (earlier than started_utc when resumed) */
     const char *stamp;          /* the folder's name */
     int plan_only;              /* records are plans (meshsweep.plan/1), status "planned" */
+    const struct sweep_machine *machine;  /* the machine model behind the predictions (core/sweep/machine.h); may be NULL */
 } sweep_report_ctx;
 
 /* Numbers from a run record by dotted path ("summary.tok_s"); NAN when absent or null. */

@@ -11,6 +11,7 @@
 #include "core/sweep/folder.h"
 #include "core/sweep/grid.h"
 #include "core/sweep/launch.h"
+#include "core/sweep/machine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -258,7 +259,8 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
     const char *gp = getenv("MESHSWEEP_GNUPLOT");
     sweep_report_ctx c = {.spec = s, .res = res, .n = s->n_cells, .dir = R->dir, .plots_dir = R->plots,
                           .gnuplot = gp && *gp ? gp : "gnuplot", .started_utc = started,
-                          .created_utc = created[0] ? created : started, .stamp = R->stamp, .plan_only = plan_only};
+                          .created_utc = created[0] ? created : started, .stamp = R->stamp, .plan_only = plan_only,
+                          .machine = R->machine};
     int ok = 1, status = 0;
     if (sweep_write_plot_data(&c, err, sizeof err)) {
         fprintf(stderr, "sweep: %s\n", err);
@@ -375,7 +377,11 @@ static int run_spec(sweep_runner *R, const sweep_run_opts *o) {
         sweep_count_text(s, what, sizeof what);
         fprintf(stderr, "sweep: %s: %s%s, %s %s\n", s->name, what, o->plan_only ? " (plans only)" : "",
                 R->resumed ? "resuming" : "writing to", R->dir);
-        rc = run_all(R, started, o->plan_only);
+        sweep_machine mi;
+        R->machine = &mi;
+        rc = sweep_machine_prepare(R, o->plan_only, &mi);
+        if (!rc) rc = run_all(R, started, o->plan_only);
+        R->machine = NULL;
     }
     if (lock_fd >= 0) close(lock_fd); /* the lock file stays; only the flock on it counts */
     return rc;
@@ -391,6 +397,7 @@ int sweep_run(const sweep_run_opts *o) {
     sweep_runner R;
     memset(&R, 0, sizeof R);
     R.spec = &spec;
+    R.spec_path = o->spec_path;
     int rc = run_spec(&R, o);
     sweep_spec_free(&spec);
     return rc;

@@ -62,6 +62,8 @@ typedef struct sweep_runner {
     int idx;                    /* 1-based index of the mesh in progress, for "[i/n]" */
     const char *env_default[8]; /* NAME=VALUE set in the child unless set */
     const char *forward_env[4]; /* names passed on with "-x NAME" to an Open MPI launcher */
+    const char *spec_path;      /* the spec file (build/calibrate measures its steps) */
+    struct sweep_machine *machine; /* the machine model of the predictions (core/sweep/machine.h) */
 } sweep_runner;
 
 void sweep_progress(const sweep_runner *R, const sweep_mesh *m, const char *fmt, ...)
