@@ -106,6 +106,52 @@ else: print(f"ok   {name}")
 PY
 done
 
+# ---------------------------------------------------------------- a signal at the end of --save keeps the previous file
+# A previous checkpoint sits at the --save path. The signal is sent while the last tensor is being
+# written or the file flushed and renamed (the reader holds back the last 96 KiB, more than a pipe holds): the previous file
+# must be there unchanged afterwards, with exit 128+signal, status interrupted and no temp file.
+"$TRAIN" "${RUN[@]}" --save "$T/prev.st" 2>/dev/null || fail reliab_prev_checkpoint "could not save a checkpoint"
+for sig in INT TERM; do
+  /usr/bin/python3 - "$sig" "$T" "$TRAIN" "${RUN[@]}" <<'PY'
+import hashlib, os, select, shutil, signal, subprocess, sys, time, json
+sig, T, train, run = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+name = f"reliab_save_sig{sig}_at_end_keeps_previous"
+save, out = f"{T}/late{sig}.st", f"{T}/late{sig}.json"
+shutil.copy(f"{T}/prev.st", save)
+total, before = os.path.getsize(save), hashlib.md5(open(save, "rb").read()).hexdigest()
+def fifo(): os.mkfifo(f"{save}.tmp.{os.getpid()}")
+err = open(f"{T}/late{sig}.err", "w")
+p = subprocess.Popen([train] + run + ["--out", out, "--save", save], preexec_fn=fifo, stdout=subprocess.DEVNULL, stderr=err)
+fd = os.open(f"{save}.tmp.{p.pid}", os.O_RDONLY | os.O_NONBLOCK)
+got, t0, sent = 0, time.time(), False
+while time.time() - t0 < 100 and p.poll() is None:
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if not r: continue
+    try: b = os.read(fd, min(65536, max(1, total - 98304 - got)) if not sent else 65536)
+    except BlockingIOError: b = b""
+    got += len(b)
+    if not sent and got >= total - 98304:
+        time.sleep(0.2); p.send_signal(getattr(signal, "SIG" + sig)); sent = True
+    if not b: time.sleep(0.01)
+try: rc = p.wait(timeout=60)
+except subprocess.TimeoutExpired: p.kill(); rc = "hung"
+os.close(fd)
+left = [f for f in os.listdir(T) if ".tmp." in f]
+want = 128 + getattr(signal, "SIG" + sig)
+try: r = json.load(open(out))
+except Exception as e: r = {"status": "no record: %s" % e}
+after = hashlib.md5(open(save, "rb").read()).hexdigest() if os.path.exists(save) else None
+lines = [l for l in open(f"{T}/late{sig}.err") if l.startswith("train:") and not l.startswith("train: step ")]
+if not sent: print(f"FAIL {name}: the save never reached its last tensor (exit {rc}, {got} of {total} bytes)")
+elif after != before: print(f"FAIL {name}: the previous checkpoint at --save is {'gone' if after is None else 'changed'} (exit {rc}: {''.join(lines)[:200]})")
+elif rc != want: print(f"FAIL {name}: exit {rc}, want {want}: {''.join(lines)[:200]}")
+elif left: print(f"FAIL {name}: left behind: {left}")
+elif r.get("status") != "interrupted": print(f"FAIL {name}: record status {r.get('status')!r} error {r.get('error')!r}")
+elif len(lines) != 1 or "interrupted" not in lines[0]: print(f"FAIL {name}: stderr {lines!r}")
+else: print(f"ok   {name}")
+PY
+done
+
 # ---------------------------------------------------------------- outputs checked before training
 chk() { # NAME CODE PATTERN ARGS...: train exits CODE with one line matching PATTERN and no step ran
   local n=$1 code=$2 pat=$3; shift 3

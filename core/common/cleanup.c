@@ -1,6 +1,7 @@
 /* core/common/cleanup.c — see cleanup.h. The table is written only outside the handler, and a slot's path is
  * complete before it is marked used, so the handler never reads a half-written path. */
 #include "core/common/cleanup.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,3 +57,31 @@ void cleanup_signals_off(void) {
 }
 
 int cleanup_signal(void) { return (int)g_sig; }
+
+int cleanup_phase_begin(void) {
+    if (g_on) return 0;
+    cleanup_signals_on();
+    return 1;
+}
+
+void cleanup_phase_end(int mine) {
+    if (!mine) return;
+    int sig = (int)g_sig;
+    cleanup_signals_off();
+    g_sig = 0;
+    if (sig) raise(sig);
+}
+
+int cleanup_rename(const char *tmp, const char *path) {
+    sigset_t hold, old;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigprocmask(SIG_BLOCK, &hold, &old);
+    int rc, e = 0;
+    if (g_sig) rc = -1, e = EINTR;
+    else if ((rc = rename(tmp, path)) != 0) e = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL); /* a signal held back is delivered here: the rename is done */
+    errno = e;
+    return rc;
+}

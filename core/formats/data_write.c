@@ -3,6 +3,7 @@
  * each through a temp file that is fsynced and renamed into place. Streams the tokens from a source
  * callback in fixed blocks, so converting a file needs no copy of it in memory. */
 #include "core/formats/data_write.h"
+#include "core/common/cleanup.h"
 #include "core/common/errmsg.h"
 
 #include <errno.h>
@@ -73,8 +74,9 @@ static int out_close(out_file *o, char *err, size_t errlen) {
 }
 
 static int out_commit(out_file *o, char *err, size_t errlen) {
-    if (rename(o->tmp, o->path) != 0) {
-        errmsg_set(err, errlen, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
+    if (cleanup_rename(o->tmp, o->path) != 0) {
+        errmsg_set(err, errlen, "cannot rename %s to %s: %s", o->tmp, o->path,
+                   errno == EINTR ? "interrupted by a signal" : strerror(errno));
         return -1;
     }
     o->tmp[0] = 0;

@@ -16,9 +16,15 @@ int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!s) { snprintf(err, errlen, "%s: could not encode the JSON record", path); return -1; }
+    int phase = cleanup_phase_begin(); /* SIGINT/SIGTERM remove the temp file (core/common/cleanup.h) */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) { snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno)); free(s); return -1; }
-    cleanup_add(tmp); /* removed on SIGINT/SIGTERM while it exists (core/common/cleanup.h) */
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        free(s);
+        cleanup_phase_end(phase);
+        return -1;
+    }
+    cleanup_add(tmp); /* removed on SIGINT/SIGTERM while it exists */
     size_t n = strlen(s), off = 0;
     int bad = 0;
     while (off < n) {
@@ -30,10 +36,11 @@ int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen
     if (!bad && fsync(fd) != 0) bad = errno;
     if (close(fd) != 0 && !bad) bad = errno;
     free(s);
-    if (!bad && rename(tmp, path) != 0) bad = errno;
+    if (!bad && cleanup_rename(tmp, path) != 0) bad = errno; /* EINTR: a signal removed tmp */
     cleanup_forget(tmp);
-    if (bad) { unlink(tmp); snprintf(err, errlen, "cannot write %s: %s", path, strerror(bad)); return -1; }
-    return 0;
+    if (bad) unlink(tmp), snprintf(err, errlen, "cannot write %s: %s", path, bad == EINTR ? "interrupted by a signal" : strerror(bad));
+    cleanup_phase_end(phase);
+    return bad ? -1 : 0;
 }
 
 json_t *record_categories(const uint64_t bytes[MEM_NCAT]) {
