@@ -71,4 +71,65 @@ expect_exit data_mkdata_one_byte 2 "^mkdata: $T/one.txt has 1 bytes: too few tok
 expect_exit data_mkdata_bad_format 2 "^mkdata: --format expects nanogpt, llmc, npy or megatron" -- "$MK" --format csv "$T/text.txt" "$T/o3"
 expect_exit data_mkdata_format_dtype 2 "^mkdata: --format megatron cannot hold --dtype u32" -- "$MK" --format megatron --dtype u32 "$T/text.txt" "$T/o3"
 expect_exit data_mkdata_convert_bad_input 2 "^mkdata: data: $T/neg.npy token -1 at index 50 is negative" -- "$MK" --convert "$T/neg.npy" "$T/x.bin"
+# --- mkdata never reads a FIFO (it would block) and never writes over its own input
+mkfifo "$T/fifo.txt"
+expect_exit data_mkdata_fifo_no_hang 2 "^mkdata: $T/fifo.txt is not a readable regular file" -- "$MK" "$T/fifo.txt" "$T/o4"
+expect_exit data_mkdata_device_input 2 "^mkdata: /dev/zero is not a readable regular file" -- "$MK" /dev/zero "$T/o4"
+expect_exit data_mkdata_convert_fifo_no_hang 2 "^mkdata: data: $T/fifo.txt is not a regular file" -- "$MK" --convert "$T/fifo.txt" "$T/o5.bin"
+md5() { cat "$@" | md5sum; }
+# convert IN OUT FORMAT FILES...: refused (exit 2, one line), the input files unchanged
+same_in() {
+  local n=$1 in=$2 out=$3 fmt=$4; shift 4
+  local before; before=$(md5 "$@")
+  expect_exit "$n" 2 "^mkdata: .* is also the input" -- "$MK" --convert --format "$fmt" "$in" "$out"
+  [ "$(md5 "$@")" = "$before" ] && ok "${n}_input_kept" || fail "${n}_input_kept" "the input changed"
+}
+same_in data_mkdata_convert_megatron_onto_itself "$T/megatron16/train" "$T/megatron16/train" megatron "$T/megatron16/train.bin" "$T/megatron16/train.idx"
+same_in data_mkdata_convert_megatron_onto_its_bin "$T/megatron16/train.bin" "$T/megatron16/train.bin" megatron "$T/megatron16/train.bin" "$T/megatron16/train.idx"
+same_in data_mkdata_convert_llmc_onto_itself "$T/llmc16/train.bin" "$T/llmc16/train.bin" llmc "$T/llmc16/train.bin"
+same_in data_mkdata_convert_llmc_by_stem "$T/llmc16/train.bin" "$T/llmc16/train" llmc "$T/llmc16/train.bin"
+same_in data_mkdata_convert_npy_onto_itself "$T/npy16/train.npy" "$T/npy16/train.npy" npy "$T/npy16/train.npy"
+ln "$T/nanogpt/train.bin" "$T/hardlink.bin"
+same_in data_mkdata_convert_onto_a_hard_link "$T/nanogpt/train.bin" "$T/hardlink.bin" nanogpt "$T/nanogpt/train.bin"
+# a single-file output onto one file of a Megatron input pair
+same_in data_mkdata_convert_onto_one_file_of_a_pair "$T/megatron16/train" "$T/megatron16/train.bin" nanogpt "$T/megatron16/train.bin" "$T/megatron16/train.idx"
+mkdir -p "$T/txt"; cp "$T/text.txt" "$T/txt/train.bin"
+expect_exit data_mkdata_text_onto_itself 2 "^mkdata: .*$T/txt/train.bin is also the input" -- "$MK" "$T/txt/train.bin" "$T/txt"
+cmp -s "$T/text.txt" "$T/txt/train.bin" && ok data_mkdata_text_onto_itself_kept || fail data_mkdata_text_onto_itself_kept "the text changed"
+# --- SIGINT/SIGTERM during mkdata --convert: exit 128+signal, one line, the previous output kept, no temp file
+for sig in INT TERM; do
+  cp "$T/llmc16/train.bin" "$T/prev$sig.bin"
+  /usr/bin/python3 - "$sig" "$T" "$MK" <<'PY'
+import hashlib, os, select, signal, subprocess, sys, time
+sig, T, mk = sys.argv[1:4]
+name = f"data_mkdata_sig{sig}_keeps_output"
+out = f"{T}/prev{sig}.bin"
+before = hashlib.md5(open(out, "rb").read()).hexdigest()
+def fifo(): os.mkfifo(f"{out}.tmp.{os.getpid()}")
+err = open(f"{T}/mksig{sig}.err", "w")
+p = subprocess.Popen([mk, "--convert", "--format", "llmc", f"{T}/nanogpt/train.bin", out], preexec_fn=fifo, stdout=subprocess.DEVNULL, stderr=err)
+fd = os.open(f"{out}.tmp.{p.pid}", os.O_RDONLY | os.O_NONBLOCK)
+got, sent, t0 = 0, False, time.time()
+while time.time() - t0 < 60 and p.poll() is None:
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if not r: continue
+    try: b = os.read(fd, 4096 if not sent else 65536)
+    except BlockingIOError: b = b""
+    got += len(b)
+    if got and not sent: p.send_signal(getattr(signal, "SIG" + sig)); sent = True
+    if not b: time.sleep(0.01)
+try: rc = p.wait(timeout=60)
+except subprocess.TimeoutExpired: p.kill(); rc = "hung"
+os.close(fd)
+lines = [l for l in open(f"{T}/mksig{sig}.err") if l.strip()]
+left = [f for f in os.listdir(T) if ".tmp." in f]
+after = hashlib.md5(open(out, "rb").read()).hexdigest() if os.path.exists(out) else None
+if not sent: print(f"FAIL {name}: mkdata never wrote (exit {rc})")
+elif rc != 128 + getattr(signal, "SIG" + sig): print(f"FAIL {name}: exit {rc}: {lines!r}")
+elif after != before: print(f"FAIL {name}: the previous output changed or is gone")
+elif left: print(f"FAIL {name}: left behind: {left}")
+elif len(lines) != 1 or not lines[0].startswith("mkdata: interrupted by SIG" + sig): print(f"FAIL {name}: stderr {lines!r}")
+else: print(f"ok   {name}")
+PY
+done
 exit 0

@@ -72,16 +72,29 @@ void cleanup_phase_end(int mine) {
     if (sig) raise(sig);
 }
 
-int cleanup_rename(const char *tmp, const char *path) {
-    sigset_t hold, old;
+static int g_hold_depth;
+static sigset_t g_hold_old;
+
+void cleanup_hold(void) {
+    if (g_hold_depth++) return;
+    sigset_t hold;
     sigemptyset(&hold);
     sigaddset(&hold, SIGINT);
     sigaddset(&hold, SIGTERM);
-    sigprocmask(SIG_BLOCK, &hold, &old);
+    sigprocmask(SIG_BLOCK, &hold, &g_hold_old);
+}
+
+void cleanup_release(void) {
+    if (g_hold_depth <= 0 || --g_hold_depth) return;
+    sigprocmask(SIG_SETMASK, &g_hold_old, NULL); /* a signal held back is delivered here */
+}
+
+int cleanup_rename(const char *tmp, const char *path) {
+    cleanup_hold();
     int rc, e = 0;
     if (g_sig) rc = -1, e = EINTR;
     else if ((rc = rename(tmp, path)) != 0) e = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL); /* a signal held back is delivered here: the rename is done */
+    cleanup_release();
     errno = e;
     return rc;
 }

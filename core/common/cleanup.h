@@ -28,4 +28,8 @@ int cleanup_signal(void);
  * that fails can never be mistaken for one that did not happen, and whatever was at path stays
  * there untouched. 0 when renamed; -1 with rename's errno otherwise. */
 int cleanup_rename(const char *tmp, const char *path);
+/* SIGINT/SIGTERM held back from cleanup_hold to the matching cleanup_release (nested calls count), so
+ * that several renames that belong together (a Megatron .bin and .idx) all happen or none does */
+void cleanup_hold(void);
+void cleanup_release(void);
 #endif

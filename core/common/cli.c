@@ -1,5 +1,6 @@
 /* core/common/cli.c — see cli.h. */
 #include "core/common/cli.h"
+#include "core/common/errmsg.h"
 #include "core/formats/config.h"
 #include <stdarg.h>
 #include <string.h>
@@ -10,12 +11,15 @@ void cli_set_program(const char *prog) { g_prog = prog; }
 void cli_set_rank0(int rank0) { g_rank0 = rank0; }
 void cli_say(const char *fmt, ...) {
     if (!g_rank0) return;
+    /* one line whatever the values in it hold: a newline in an option value, a path or a name
+     * becomes '?' (errmsg_one_line), so one error is always one line */
+    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", g_prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    errmsg_one_line(line, sizeof line);
+    fprintf(stderr, "%s: %s\n", g_prog, line);
 }
 
 int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char *err, size_t errlen) {

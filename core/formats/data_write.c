@@ -50,8 +50,10 @@ static int out_open(out_file *o, const char *stem, const char *ext, char *err, s
     o->fp = fopen(o->tmp, "wb");
     if (!o->fp) {
         errmsg_set(err, errlen, "cannot create %s: %s", o->tmp, strerror(errno));
+        o->tmp[0] = 0;
         return -1;
     }
+    cleanup_add(o->tmp); /* removed at once on SIGINT/SIGTERM where the program handles them */
     return 0;
 }
 
@@ -79,6 +81,7 @@ static int out_commit(out_file *o, char *err, size_t errlen) {
                    errno == EINTR ? "interrupted by a signal" : strerror(errno));
         return -1;
     }
+    cleanup_forget(o->tmp);
     o->tmp[0] = 0;
     return 0;
 }
@@ -86,7 +89,7 @@ static int out_commit(out_file *o, char *err, size_t errlen) {
 static void out_abort(out_file *o) {
     if (o->fp) fclose(o->fp);
     o->fp = NULL;
-    if (o->tmp[0]) unlink(o->tmp);
+    if (o->tmp[0]) unlink(o->tmp), cleanup_forget(o->tmp);
     o->tmp[0] = 0;
 }
 
@@ -97,6 +100,10 @@ static int put_tokens(out_file *o, data_dtype t, data_src_fn src, void *ctx, int
     int eb = data_dtype_bytes(t);
     for (int64_t done = 0; done < n;) {
         int64_t m = n - done < BLOCK ? n - done : BLOCK;
+        if (cleanup_signal()) {
+            errmsg_set(err, errlen, "interrupted by a signal");
+            return -1;
+        }
         src(ctx, done, m, v);
         for (int64_t i = 0; i < m; i++) {
             if (!fits(v[i], t)) {
@@ -186,10 +193,15 @@ static int write_all(const char *stem, data_format fmt, data_dtype t, data_src_f
         rc = out_open(&idx, stem, ".idx", err, errlen);
         if (rc == 0) rc = megatron_index(&idx, t, n, ends, nseq, err, errlen);
         if (rc == 0) rc = out_close(&idx, err, errlen);
-        if (rc == 0) rc = out_commit(&idx, err, errlen);
+    }
+    /* the pair is renamed with signals held back: both files are new, or (a signal noted before) neither */
+    cleanup_hold();
+    if (rc == 0 && fmt == DATA_MEGATRON) {
+        rc = out_commit(&idx, err, errlen);
         idx_done = rc == 0;
     }
     if (rc == 0) rc = out_commit(&bin, err, errlen);
+    cleanup_release();
     if (rc != 0) {
         out_abort(&bin);
         out_abort(&idx);

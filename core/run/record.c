@@ -78,6 +78,13 @@ int record_check_writable(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+int record_same_file(const char *a, const char *b) {
+    if (!a || !b) return 0;
+    if (!strcmp(a, b)) return 1;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 void record_env_hosts(json_t *env, int tp) {
     json_object_set_new(env, "ranks_by_host", agree_ranks_by_host());
     json_object_set_new(env, "cores_by_host", agree_cores_by_host());

@@ -15,6 +15,9 @@ json_t *record_categories(const uint64_t bytes[MEM_NCAT]);
 json_t *record_comm(const comm_stats *s);
 /* can path be created? (its folder exists and is writable) -1 with a message if not */
 int record_check_writable(const char *path, char *err, size_t errlen);
+/* Are a and b one file? The same path as given, or the same file (device and inode: a hard or
+ * symbolic link, another spelling). An output that is an input would destroy what is read. */
+int record_same_file(const char *a, const char *b);
 /* The rank-to-host map of the record's env (core/run/agree.h gathered it): ranks_by_host {host: [ranks]},
  * cores_by_host {host: cores available to the job there}, tp_spans_hosts (bool) */
 void record_env_hosts(json_t *env, int tp);

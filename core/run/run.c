@@ -338,20 +338,13 @@ static int check_cfg(run_t *R) {
     return 0;
 }
 
-/* An output that is also an input (or the other output) would destroy what the run reads: refused.
- * Same path as given, or the same file (device and inode: a link, another spelling). -1 with a message. */
-static int same_file(const char *a, const char *b) {
-    if (!a || !b) return 0;
-    if (!strcmp(a, b)) return 1;
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 static int is_preset(const char *model) {
     for (int i = 0; config_presets[i]; i++) if (!strcmp(config_presets[i], model)) return 1;
     return 0;
 }
 
+/* An output that is also an input (or the other output) would destroy what the run reads: refused
+ * (record_same_file: the same path, or the same file by device and inode). -1 with a message. */
 static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
     const char *outs[2][2] = {{"--out", o->out}, {"--save", o->save}};
     const char *ins[4][2] = {{"--data", strcmp(o->data, "synthetic") ? o->data : NULL}, {"--eval-data", o->eval_data},
@@ -360,12 +353,12 @@ static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
         if (!outs[i][1]) continue;
         if (record_check_writable(outs[i][1], err, errlen)) return -1;
         for (int k = 0; k < 4; k++)
-            if (same_file(outs[i][1], ins[k][1])) {
+            if (record_same_file(outs[i][1], ins[k][1])) {
                 snprintf(err, errlen, "%s %s is also %s: an output may not overwrite an input", outs[i][0], outs[i][1], ins[k][0]);
                 return -1;
             }
     }
-    if (same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
+    if (record_same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
     return 0;
 }
 
