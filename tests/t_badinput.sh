@@ -43,6 +43,20 @@ bad opt_log_every_zero 2 '^train: --log-every must be >= 1' --log-every 0
 bad opt_world_without_plan 2 '^train: --world is only valid with --plan' --world 4
 bad opt_bf16_on_cpu 2 '^train: --dtype bf16 needs --backend cuda' --dtype bf16
 bad opt_unknown_backend 2 "^train: --backend must be cpu or cuda \(got 'gpu'\)" --backend gpu
+# every numeric option says its range; an option that would be accepted and then ignored is refused
+bad opt_peak_tflops_negative 2 '^train: --peak-tflops must be >= 0' --peak-tflops -5
+bad opt_seed_beyond_range 2 "^train: option --seed: '18446744073709551615' is not an integer in \[0, 9223372036854775807\]" --seed 18446744073709551615
+bad opt_seed_negative 2 "^train: option --seed: '-1' is not an integer in \[0, 9223372036854775807\]" --seed -1
+bad opt_int_range_named 2 "^train: option --eval-every: '2147483648' is not an integer in \[-2147483647, 2147483647\]" --eval-every 2147483648
+bad opt_warmup_with_constant 2 '^train: --warmup 5 applies to --schedule cosine only' --warmup 5
+bad opt_warmup_not_below_steps 2 '^train: --warmup 3 must be below --steps 3' --schedule cosine --warmup 3 --steps 3
+# a value with a newline in it stays on one line (every message of train and mkdata)
+bad opt_newline_in_string_value 2 "^train: --schedule must be constant or cosine \(got 'cos\?ine'\)" --schedule $'cos\nine'
+bad opt_newline_in_number 2 "^train: option --steps: '1\?2' is not an integer" --steps $'1\n2'
+bad opt_newline_in_option_name 2 "^train: unknown option '--fo\?o'" $'--fo\no'
+bad opt_newline_in_save_folder 2 "^train: cannot write /nonexistent\?dir/x.st" --save $'/nonexistent\ndir/x.st'
+bad opt_newline_in_dtype 2 "^train: --dtype must be fp32 or bf16 \(got 'f\?p'\)" --dtype $'f\np'
+expect_exit mkdata_newline_in_path 2 "^mkdata: cannot open $T/no\?ne.txt" -- "$MK" "$T/no"$'\n'"ne.txt" "$T/o"
 expect_exit sweep_opt_two_specs 2 '^sweep: one spec at a time' -- "$SW" sweeps/smoke.json sweeps/default.json
 expect_exit sweep_opt_out_dir_no_value 2 '^sweep: --out-dir needs a value' -- "$SW" sweeps/smoke.json --out-dir
 expect_exit sweep_opt_no_spec 2 '^sweep: missing SPEC.json' -- "$SW"

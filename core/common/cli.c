@@ -55,20 +55,23 @@ int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char
         switch (d->type) {
         case CLI_INT:
             if (parse_int(val, -2147483647LL, 2147483647LL, &v)) {
-                snprintf(err, errlen, "option --%s: '%.80s' is not an integer", name, val);
+                snprintf(err, errlen, "option --%s: '%.80s' is not an integer in [-2147483647, 2147483647]", name, val);
                 return -1;
             }
             *(int *)p = (int)v;
             break;
         case CLI_LL:
             if (parse_int(val, 0, 9223372036854775807LL, &v)) {
-                snprintf(err, errlen, "option --%s: '%.80s' is not a non-negative integer", name, val);
+                snprintf(err, errlen, "option --%s: '%.80s' is not an integer in [0, 9223372036854775807]", name, val);
                 return -1;
             }
             *(long long *)p = v;
             break;
         case CLI_DBL:
-            if (parse_double(val, &x)) { snprintf(err, errlen, "option --%s: '%.80s' is not a number", name, val); return -1; }
+            if (parse_double(val, &x)) {
+                snprintf(err, errlen, "option --%s: '%.80s' is not a number (a finite decimal, e.g. 3e-4)", name, val);
+                return -1;
+            }
             *(double *)p = x;
             break;
         default: /* CLI_STR */

@@ -310,7 +310,11 @@ static int check_cfg(run_t *R) {
     if (!(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1)) BAD("--min-lr-ratio must be in [0, 1]");
     if (o->log_every < 1) BAD("--log-every must be >= 1");
     if (o->excluded < 0) BAD("--warmup-steps-excluded must be >= 0");
+    if (!(o->peak_tflops >= 0)) BAD("--peak-tflops must be >= 0 (got %g; 0: measured on CPU, the datasheet value on CUDA)", o->peak_tflops);
     if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine")) BAD("--schedule must be constant or cosine (got '%s')", o->schedule);
+    /* accepted and ignored would be wrong: warmup belongs to the cosine schedule */
+    if (o->warmup > 0 && strcmp(o->schedule, "cosine")) BAD("--warmup %d applies to --schedule cosine only (the constant schedule has no warmup)", o->warmup);
+    if (!strcmp(o->schedule, "cosine") && o->steps > 0 && o->warmup >= o->steps) BAD("--warmup %d must be below --steps %d", o->warmup, o->steps);
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) BAD("--backend must be cpu or cuda (got '%s')", o->backend);
     if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
     if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* design 4.8: bf16 is CUDA's default */
@@ -601,7 +605,6 @@ static void build_engine(run_t *R) {
     R->oc = (optim_cfg){.lr = o->lr, .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps,
                         .grad_clip = o->grad_clip, .min_lr_ratio = o->min_lr_ratio, .warmup = o->warmup,
                         .cosine = !strcmp(o->schedule, "cosine")};
-    if (R->oc.cosine && R->oc.warmup >= o->steps && o->steps > 0) { say("--warmup %d must be below --steps %d", o->warmup, o->steps); fail(2); }
     R->in = malloc((size_t)R->B * R->T * sizeof(int32_t)); R->tg = malloc((size_t)R->B * R->T * sizeof(int32_t));
     R->step_ms = calloc((size_t)o->steps + 1, sizeof(double));
     R->steps = json_array(); R->evals = json_array();
