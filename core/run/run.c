@@ -1,8 +1,8 @@
-/* core/run/run.c — one training run of one mesh and the --plan entry; see run.h. In order: the run
- * state, the record (config, summary, memory, comm, env), measurements over ranks, the configuration
- * checks, then the run itself in the order it happens: MPI and mesh, inputs, communicators and (CUDA)
- * the device measured for --mem-budget auto, the budget gate, the
- * engine, the step loop, the end (record, --save). The option table and --help are bench/train.c. */
+/* core/run/run.c — one training run of one mesh and the --plan entry; see run.h. In order: measurements
+ * over ranks, the configuration checks, then the run itself in the order it happens: MPI and mesh,
+ * inputs, communicators and (CUDA) the device measured for --mem-budget auto, the budget gate, the
+ * engine, the step loop, the end (record, --save). The state is core/run/run_state.h, the record
+ * core/run/run_record.c; the option table and --help are bench/train.c. */
 #include <jansson.h>
 #include <math.h>
 #include <mpi.h>
@@ -13,30 +13,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/run/agree.h"
-#include "core/run/checkpoint.h"
 #include "core/common/cleanup.h"
 #include "core/common/cli.h"
-#include "core/engine/comm.h"
-#include "core/formats/config.h"
-#include "core/formats/data.h"
-#include "core/engine/gpus.h"
-#include "core/engine/mem.h"
-#include "core/engine/mesh.h"
+#include "core/run/agree.h"
+#include "core/run/checkpoint.h"
 #include "core/run/metrics.h"
-#include "core/engine/model.h"
-#include "core/engine/optim.h"
 #include "core/run/plan_report.h"
 #include "core/run/record.h"
-#include "core/run/run.h"
-#include "core/formats/safetensors.h"
-#include "kernels/kernels.h"
+#include "core/run/run_state.h"
 #ifdef MESHSWEEP_CUDA
 #include "kernels/cuda/cuda_backend.h"
-#endif
-
-#ifndef MESHSWEEP_GIT
-#define MESHSWEEP_GIT "unknown"
 #endif
 
 static int g_rank0 = 1;
@@ -57,38 +43,6 @@ void run_cfg_defaults(run_cfg *c) {
                    .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                    .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
 }
-
-/* ------------------------------------------------------------------ run state */
-typedef struct run {
-    run_cfg o;
-    model_config cfg;
-    mesh_t mesh;
-    uint64_t budget;
-    int B, T, G, max_batch;
-    model_opts mo;
-    json_t *steps, *evals;
-    double *step_ms;
-    int nsteps_done;
-    double flops_per_token, peak_flops;
-    mem_stats planned;
-    int have_plan;
-    const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
-    int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
-    gpus_budget gb;              /* --mem-budget / --mem-reserve / --gpu, resolved */
-    gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
-    int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
-    json_t *hosts;               /* distinct host names of the ranks */
-    /* the engine of a run */
-    const ops_t *ops;
-    int rank, world, use_nccl, have_eval;
-    data_file train, val;
-    st_file stf;
-    comm_group tpg, dpg, wg;
-    model_t M;
-    optim_cfg oc;
-    int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
-    char save_error[4096];       /* why --save failed (the record's error) */
-} run_t;
 
 /* distinct host names over the world (collective) */
 static json_t *gather_hosts(int world) {
@@ -115,132 +69,6 @@ int run_env_rank0(void) {
     if (!r) r = getenv("PMIX_RANK");
     return !r || !strcmp(r, "0");
 }
-
-static json_t *config_json(const run_t *R) {
-    const model_config *c = &R->cfg;
-    const run_cfg *o = &R->o;
-    json_t *m = config_to_json(c); /* HF names, rope_scaling included */
-    json_t *j = json_object();
-    json_object_set_new(j, "model", m);
-    json_object_set_new(j, "seq_len", json_integer(R->T));
-    json_object_set_new(j, "steps", json_integer(o->steps));
-    json_object_set_new(j, "lr", json_real(o->lr));
-    json_object_set_new(j, "weight_decay", json_real(o->weight_decay));
-    json_object_set_new(j, "beta1", json_real(o->beta1));
-    json_object_set_new(j, "beta2", json_real(o->beta2));
-    json_object_set_new(j, "adam_eps", json_real(o->adam_eps));
-    json_object_set_new(j, "grad_clip", json_real(o->grad_clip));
-    json_object_set_new(j, "schedule", json_string(o->schedule));
-    json_object_set_new(j, "warmup", json_integer(o->warmup));
-    json_object_set_new(j, "min_lr_ratio", json_real(o->min_lr_ratio));
-    json_object_set_new(j, "seed", json_integer(o->seed));
-    json_object_set_new(j, "data", json_string(o->data));
-    json_object_set_new(j, "eval_data", o->eval_data ? json_string(o->eval_data) : json_null());
-    json_object_set_new(j, "eval_every", json_integer(o->eval_every));
-    json_object_set_new(j, "eval_batches", json_integer(o->eval_batches));
-    json_object_set_new(j, "init", o->init ? json_string(o->init) : json_null());
-    json_object_set_new(j, "sequence_parallel", json_boolean(R->mo.sequence_parallel && R->mesh.tp > 1));
-    json_object_set_new(j, "sp_activations", json_string(R->mo.sp_local ? "local" : "gathered"));
-    json_object_set_new(j, "prefetch", json_boolean(o->prefetch));
-    json_object_set_new(j, "checkpoint_activations", json_boolean(o->ckpt));
-    json_object_set_new(j, "backend", json_string(o->backend));
-    json_object_set_new(j, "comm", json_string(R->comm_name ? R->comm_name : o->comm));
-    json_object_set_new(j, "dtype", json_string(o->dtype));
-    json_object_set_new(j, "mem_budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
-    json_object_set_new(j, "mem_budget_auto", json_boolean(R->gb.is_auto));
-    json_object_set_new(j, "mem_reserve", R->gb.is_auto || R->gb.gpu ? json_integer((json_int_t)R->gb.reserve) : json_null());
-    json_object_set_new(j, "gpu", R->gb.gpu ? json_string(R->gb.gpu->name) : json_null());
-    json_object_set_new(j, "warmup_steps_excluded", json_integer(o->excluded));
-    return j;
-}
-
-static json_t *plan_json(const mem_stats *s) {
-    return json_pack("{s:I, s:o, s:o}", "peak", (json_int_t)s->total_peak, "by_category", record_categories(s->peak),
-                     "at_peak", record_categories(s->at_peak));
-}
-
-/* the run record; on rank 0 only. mem: max over ranks (per category and total) */
-/* returns -1 when the record could not be written (rank 0) */
-static int write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
-                        const uint64_t *at_peak, int quiet) {
-    if (!g_rank0 || !R->o.out) return 0;
-    json_t *j = json_object();
-    json_object_set_new(j, "schema", json_string("meshsweep.run/1"));
-    json_object_set_new(j, "status", json_string(status));
-    if (error) json_object_set_new(j, "error", json_string(error));
-    json_object_set_new(j, "config", config_json(R));
-    json_object_set_new(j, "mesh", json_pack("{s:i, s:i, s:i}", "world", R->mesh.world, "dp", R->mesh.dp, "tp", R->mesh.tp));
-    json_object_set_new(j, "batch_size", json_integer(R->B));
-    json_object_set_new(j, "global_batch", json_integer(R->G));
-    json_object_set_new(j, "steps", R->steps ? json_incref(R->steps) : json_array());
-    json_object_set_new(j, "eval", R->evals ? json_incref(R->evals) : json_array());
-    /* summary (design 7) */
-    int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
-    double med = n > 0 ? metrics_median(R->step_ms + first, n - first) : 0;
-    double tokens = (double)R->G * R->T;
-    double tok_s = med > 0 ? tokens / (med / 1e3) : 0, tok_s_rank = tok_s / R->mesh.world;
-    json_t *last_loss = json_null(), *last_eval = json_null();
-    if (R->steps && json_array_size(R->steps))
-        last_loss = json_incref(json_object_get(json_array_get(R->steps, json_array_size(R->steps) - 1), "loss"));
-    if (R->evals && json_array_size(R->evals))
-        last_eval = json_incref(json_object_get(json_array_get(R->evals, json_array_size(R->evals) - 1), "loss"));
-    json_t *sum = json_object();
-    json_object_set_new(sum, "steps_done", json_integer(n));
-    json_object_set_new(sum, "step_ms_median", json_real(med));
-    json_object_set_new(sum, "tokens_per_step", json_integer((json_int_t)tokens));
-    json_object_set_new(sum, "tok_s", json_real(tok_s));
-    json_object_set_new(sum, "tok_s_per_rank", json_real(tok_s_rank));
-    json_object_set_new(sum, "flops_per_token", json_real(R->flops_per_token));
-    json_object_set_new(sum, "peak_tflops", json_real(R->peak_flops / 1e12));
-    double mfu = metrics_mfu(R->flops_per_token, tok_s_rank, R->peak_flops);
-    json_object_set_new(sum, "mfu", json_real(mfu));
-    /* against the compute the ranks had: peak x min(1, cores/ranks) on each host (core/run/record.h) */
-    json_object_set_new(sum, "mfu_share", json_real(g_mpi ? record_mfu_share(mfu, R->mesh.world) : mfu));
-    json_object_set_new(sum, "final_loss", last_loss);
-    json_object_set_new(sum, "final_eval_loss", last_eval);
-    json_object_set_new(j, "summary", sum);
-    json_t *mem = json_object();
-    json_object_set_new(mem, "budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
-    json_object_set_new(mem, "peak", json_integer((json_int_t)total_peak));
-    uint64_t zero[MEM_NCAT] = {0};
-    json_object_set_new(mem, "by_category", record_categories(peaks ? peaks : zero));
-    json_object_set_new(mem, "at_peak", record_categories(at_peak ? at_peak : zero));
-    json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
-    /* CUDA: what the device reports in use (context, cuBLAS workspace, NCCL buffers included) next to
-     * the tracked bytes still allocated at that moment */
-    json_t *dev = json_null();
-    if (R->dev_total || R->dev.total) {
-        /* the set-up figures (after context, cuBLAS and NCCL, before the engine's first byte) and the end */
-        dev = json_pack("{s:I, s:I, s:I, s:I, s:b}", "total", (json_int_t)(R->dev.total ? R->dev.total : (uint64_t)R->dev_total),
-                        "free_after_setup", (json_int_t)R->dev.free_after_setup,
-                        "runtime_overhead", (json_int_t)R->dev.runtime_overhead, "reserve", (json_int_t)R->gb.reserve,
-                        "budget_auto", R->gb.is_auto);
-        if (R->dev_total) {
-            json_object_set_new(dev, "used_at_end", json_integer((json_int_t)R->dev_used));
-            json_object_set_new(dev, "untracked_at_end", json_integer((json_int_t)(R->dev_used - (int64_t)mem_get_stats()->total_cur)));
-        }
-    }
-    json_object_set_new(mem, "device", dev);
-    /* the high-water mark of the pool behind the tracked allocations: the tracked peak plus what the
-     * pool keeps for reuse (block rounding, fragmentation) */
-    json_object_set_new(mem, "device_pool_reserved", R->dev_total ? json_integer((json_int_t)R->pool_reserved) : json_null());
-    json_object_set_new(j, "memory", mem);
-    json_object_set_new(j, "comm", record_comm(comm_get_stats()));
-    char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "n/a"; int ml = 0;
-    if (g_mpi) { MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
-    json_object_set_new(j, "env", json_pack("{s:O, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "hosts", R->hosts ? R->hosts : json_null(),
-                                            "ranks", R->mesh.world, "backend", R->o.backend, "dtype", R->o.dtype,
-                                            "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
-                                            "git", MESHSWEEP_GIT, "date", date));
-    if (g_mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
-    char err[512];
-    int rc = record_write_atomic(R->o.out, j, err, sizeof err);
-    if (rc && !quiet) say("%s", err);
-    json_decref(j);
-    return rc;
-}
-
 
 /* ------------------------------------------------------------------ helpers */
 static double measure_peak_flops(void) {
@@ -370,7 +198,7 @@ static run_t *run_new(const run_cfg *c) {
     run_t *R = calloc(1, sizeof *R);
     if (!R) { say("out of host memory"); return NULL; }
     R->o = *c;
-    g_rank0 = run_env_rank0();
+    R->rank0 = g_rank0 = run_env_rank0();
     cli_set_rank0(g_rank0);
     return R;
 }
@@ -429,10 +257,10 @@ static void start_mpi(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
     MPI_Init(NULL, NULL);
-    g_mpi = 1;
+    R->mpi = g_mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &R->world);
-    g_rank0 = R->rank == 0;
+    R->rank0 = g_rank0 = R->rank == 0;
     cli_set_rank0(g_rank0);
     /* from here a failure on one rank follows one rule (core/run/agree.h): recorded, agreed, printed once
      * by rank 0 naming the rank and host, the same exit code everywhere */
@@ -541,7 +369,7 @@ static void budget_gate(run_t *R) {
                  mem_cat_names[R->planned.oom_cat], a, (unsigned long long)R->planned.oom_bytes, u, b, (unsigned long long)R->budget);
         say("%s", msg);
         uint64_t peaks[MEM_NCAT] = {0};
-        write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
+        run_write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
     }
     fail(3);
 }
@@ -720,7 +548,7 @@ static int end_run(run_t *R, int code, run_result *res) {
             code = sc > 128 ? sc : 1;
         }
     }
-    if (write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
+    if (run_write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
     if (res) {
         int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
         res->status = status;
