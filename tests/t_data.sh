@@ -62,6 +62,42 @@ bad data_train_megatron_pointer_outside "^train: data: $T/megcut.idx: sequence [
 /usr/bin/python3 -c "import struct,sys; open(sys.argv[1],'wb').write(b'MMIDIDX\0\0' + struct.pack('<QBQQ', 2, 8, 0, 1) + struct.pack('<q', 0))" "$T/megv.idx"; cp "$T/megatron16/train.bin" "$T/megv.bin"
 bad data_train_megatron_bad_version "^train: data: $T/megv.idx: Megatron index version 2" --data "$BUILD/data/kjv/train.bin" --eval-data "$T/megv.bin"
 
+# --- a file that is almost a known format is refused, not read as headerless tokens (with a vocabulary
+# large enough that the header's bytes would pass as ids); what was detected is in the record and on
+# the first progress line; a file with fewer sequences than one global batch is refused
+echo '{"vocab_size": 65536, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64}' > "$T/v64k.json"
+/usr/bin/python3 - "$T" <<'PY'
+import struct, sys
+d = sys.argv[1]
+body = struct.pack("<2000H", *[(i * 7) % 256 for i in range(2000)])
+hdr = lambda magic, ver=1: struct.pack("<3i", magic, ver, 2000) + b"\0" * (1024 - 12)
+open(f"{d}/llmc_off1.bin", "wb").write(hdr(20240521) + body)
+open(f"{d}/llmc_byte.bin", "wb").write(hdr(20240520 ^ 0x00ff0000) + body)
+open(f"{d}/llmc_zero_magic.bin", "wb").write(hdr(0) + body)
+h = "{'descr': '<u2', 'fortran_order': False, 'shape': (2000,), }"; h += " " * (64 - (10 + len(h) + 1) % 64) + "\n"
+npy = lambda magic, hh=h: magic + b"\x01\x00" + struct.pack("<H", len(hh)) + hh.encode() + body
+open(f"{d}/npy_magic.npy", "wb").write(npy(b"\x92NUMPY"))
+open(f"{d}/npy_lower.npy", "wb").write(npy(b"\x93numpy"))
+hy = "{'descr': '<u2', 'fortran_order': Falsey, 'shape': (2000,), }"; hy += " " * (64 - (10 + len(hy) + 1) % 64) + "\n"
+open(f"{d}/npy_falsey.npy", "wb").write(npy(b"\x93NUMPY", hy))
+open(f"{d}/few.bin", "wb").write(struct.pack("<100H", *range(100)))
+PY
+bad data_near_llmc_magic_off_by_one "^train: data: $T/llmc_off1.bin looks like an llm.c token file with a damaged header" --model "$T/v64k.json" --data "$T/llmc_off1.bin"
+bad data_near_llmc_magic_one_byte "^train: data: $T/llmc_byte.bin looks like an llm.c token file" --model "$T/v64k.json" --data "$T/llmc_byte.bin"
+bad data_near_llmc_magic_zeroed "^train: data: $T/llmc_zero_magic.bin looks like an llm.c token file" --model "$T/v64k.json" --data "$T/llmc_zero_magic.bin"
+bad data_near_npy_magic "^train: data: $T/npy_magic.npy looks like a .npy file with a damaged header" --model "$T/v64k.json" --data "$T/npy_magic.npy"
+bad data_near_npy_lowercase "^train: data: $T/npy_lower.npy looks like a .npy file" --model "$T/v64k.json" --eval-data "$T/npy_lower.npy" --data synthetic
+bad data_npy_falsey "^train: data: $T/npy_falsey.npy: .npy header has entries not separated by ','" --data "$T/npy_falsey.npy"
+"$TR" --steps 1 --seq-len 16 --batch-size 1 --data synthetic --save "$T/w.st" 2>/dev/null || fail data_setup_safetensors "could not save"
+bad data_near_safetensors "^train: data: $T/w.st looks like a safetensors file" --data "$T/w.st"
+bad data_fewer_sequences_than_a_batch "^train: --data $T/few.bin holds 6 sequences of 16 tokens, fewer than one global batch of 8" --data "$T/few.bin" --batch-size 8
+bad data_eval_fewer_sequences_than_a_batch "^train: --eval-data $T/few.bin holds 6 sequences of 16 tokens, fewer than one global batch of 7" --eval-data "$T/few.bin" --batch-size 7
+"$TR" --steps 1 --seq-len 16 --batch-size 2 --data "$T/llmc32/train.bin" --eval-data "$T/npy16/val.npy" --out "$T/fmt.json" 2>"$T/fmt.err"
+if grep -q '^train: step 1/1 .* | data llmc u32, eval npy u16$' "$T/fmt.err" && /usr/bin/python3 -c '
+import json, sys; d = json.load(open(sys.argv[1]))["data"]
+sys.exit(0 if (d["train"]["format"], d["train"]["dtype"], d["eval"]["format"], d["eval"]["dtype"]) == ("llmc", "u32", "npy", "u16") and d["train"]["tokens"] > 0 else 1)' "$T/fmt.json"
+then ok data_format_in_record_and_progress_line; else fail data_format_in_record_and_progress_line "$(grep 'step 1/' "$T/fmt.err")"; fi
+
 # --- mkdata input faults (exit 2) and no val.bin from a 1-byte text
 expect_exit data_mkdata_missing_input 2 "^mkdata: cannot open $T/none.txt" -- "$MK" "$T/none.txt" "$T/o1"
 printf 'a' > "$T/one.txt"

@@ -613,6 +613,69 @@ static void test_mkdata(void) {
 }
 
 
+/* ---- almost a known format: refused, never read as headerless tokens; the .npy header strictly ------ */
+static void test_near_formats(void) {
+    const char *p = check_path("near.bin");
+    uint16_t body[200];
+    for (int i = 0; i < 200; i++) body[i] = (uint16_t)(i % 256);
+    const struct { const char *name; int32_t magic, version, count; } llmc[] = {
+        {"near_llmc_magic_plus_1", 20240521, 1, 200}, {"near_llmc_magic_minus_1", 20240519, 1, 200},
+        {"near_llmc_v7_magic_plus_1", 20240802, 7, 100}, {"near_llmc_magic_one_byte", 20240520 ^ 0x7f, 1, 200},
+        {"near_llmc_magic_zero_version_count_intact", 0, 1, 200}, {"near_llmc_magic_and_version_zero", 0, 0, 200},
+        {"near_llmc_magic_plus_999", 20240520 + 999, 3, 5},
+    };
+    for (size_t k = 0; k < sizeof llmc / sizeof llmc[0]; k++) {
+        llmc_file(p, llmc[k].magic, llmc[k].version, llmc[k].count, 2, 200);
+        expect_bad_data(llmc[k].name, p, 65536, 4, "looks like an llm.c token file with a damaged header");
+    }
+    const char *npy_magics[] = {"\x92NUMPY", "\x93NUMPZ", "\x93NUM\0\0", "\x93numpy"};
+    for (int k = 0; k < 4; k++) {
+        npy_file(p, 1, "{'descr': '<u2', 'fortran_order': False, 'shape': (200,), }", body, sizeof body);
+        FILE *fp = fopen(p, "r+b");
+        if (fp) fwrite(npy_magics[k], 1, 6, fp), fclose(fp);
+        char name[64];
+        snprintf(name, sizeof name, "near_npy_damaged_magic_%d", k);
+        expect_bad_data(name, p, 65536, 4, "looks like a .npy file with a damaged header");
+    }
+    unsigned char st[64] = {0};
+    memcpy(st, "\x20\0\0\0\0\0\0\0{\"a\": {\"dtype\": \"F32\"}}        ", 40);
+    check_write_file(p, st, sizeof st);
+    expect_bad_data("near_safetensors_as_tokens", p, 65536, 4, "looks like a safetensors file");
+    check_write_file(p, "PK\x03\x04zzzzzzzz", 12);
+    expect_bad_data("near_npz_zip_as_tokens", p, 65536, 4, "looks like a zip archive");
+    /* real headerless data stays readable, including data that begins like llm.c's magic word */
+    uint16_t plain[200];
+    for (int i = 0; i < 200; i++) plain[i] = (uint16_t)(i * 3 % 256);
+    plain[0] = 0xD888, plain[1] = 0x0200; /* the low half of 20240520 (0x0134D888), then two bytes off */
+    write_tokens(p, plain, 200);
+    data_file d;
+    int rc = data_open(&d, p, 65536, 4, 0, err, sizeof err);
+    CHECK(rc == 0 && d.format == DATA_NANOGPT && d.ntokens == 200, "headerless_still_read", "rc %d: %s", rc, err);
+    if (rc == 0) data_close(&d);
+
+    /* .npy headers parsed strictly: a value that only starts right, a key too many or twice, text after */
+    const struct { const char *name, *dict, *want; } npy[] = {
+        {"npy_fortran_order_falsey", "{'descr': '<u2', 'fortran_order': Falsey, 'shape': (200,), }", "not separated by ','"},
+        {"npy_fortran_order_truthy", "{'descr': '<u2', 'fortran_order': Truex, 'shape': (200,), }", "not separated by ','"},
+        {"npy_fortran_order_number", "{'descr': '<u2', 'fortran_order': 0, 'shape': (200,), }", "not True or False"},
+        {"npy_extra_key", "{'descr': '<u2', 'fortran_order': False, 'shape': (200,), 'x': 1}", "a key other than"},
+        {"npy_key_twice", "{'descr': '<u2', 'descr': '<u2', 'fortran_order': False, 'shape': (200,)}", "names a key twice"},
+        {"npy_missing_key", "{'descr': '<u2', 'shape': (200,), }", "lacks one of"},
+        {"npy_text_after_dict", "{'descr': '<u2', 'fortran_order': False, 'shape': (200,), } x", "text after the dictionary"},
+        {"npy_shape_not_a_tuple", "{'descr': '<u2', 'fortran_order': False, 'shape': (200), }", "not a tuple"},
+        {"npy_shape_not_integers", "{'descr': '<u2', 'fortran_order': False, 'shape': (2e2,), }", "not a tuple of integers"},
+        {"npy_descr_unquoted", "{'descr': <u2, 'fortran_order': False, 'shape': (200,), }", "descr that is not a short string"},
+    };
+    for (size_t k = 0; k < sizeof npy / sizeof npy[0]; k++) {
+        npy_file(p, 1, npy[k].dict, body, sizeof body);
+        expect_bad_data(npy[k].name, p, 256, 4, npy[k].want);
+    }
+    npy_file(p, 1, "{ 'shape' : ( 200 , ) ,'descr':\"<u2\" , 'fortran_order':False}", body, sizeof body);
+    rc = data_open(&d, p, 256, 4, 0, err, sizeof err);
+    CHECK(rc == 0 && d.ntokens == 200, "npy_header_spacing_and_order_free", "rc %d: %s", rc, err);
+    if (rc == 0) data_close(&d);
+}
+
 int main(void) {
     if (check_mkscratch("test_data")) {
         printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
@@ -621,6 +684,7 @@ int main(void) {
     test_layout();
     test_formats();
     test_hand_built();
+    test_near_formats();
     test_sparse_big();
     test_synthetic();
     test_mkdata();

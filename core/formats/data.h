@@ -51,6 +51,9 @@ typedef struct data_file {
  * at least T+1 tokens). On error one line in err naming the file, returns -1, nothing left mapped. */
 int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen);
 void data_close(data_file *d);
+/* what was detected, for the record and the first progress line: "llmc u16" (format and token type;
+ * "synthetic" for synthetic tokens) */
+void data_describe(const data_file *d, char *out, size_t cap);
 int64_t data_num_sequences(const data_file *d, int T);
 /* tokens [first, first+n) of the stream into dst (first + n <= ntokens; synthetic: any range) */
 void data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst);

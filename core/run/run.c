@@ -337,9 +337,20 @@ static void open_inputs(run_t *R) {
     if (o->init) in[n++] = (agree_input){"--init", o->init};
     if (!is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
     if ((code = agree_inputs(in, n))) fail(code);
+    /* a global batch is G distinct sequences: a file with fewer would repeat sequences within a step
+     * (the same on every rank: the inputs agree) */
+    const struct { const char *opt, *path; const data_file *d; } files[2] = {{"--data", o->data, &R->train},
+                                                                             {"--eval-data", o->eval_data, &R->val}};
+    for (int k = 0; k < 1 + R->have_eval; k++) {
+        int64_t nseq = data_num_sequences(files[k].d, R->T);
+        if (nseq >= R->G) continue;
+        say("%s %s holds %lld sequences of %d tokens, fewer than one global batch of %d (dp %d x --batch-size %d): a step "
+            "would repeat sequences", files[k].opt, files[k].path, (long long)nseq, R->T, R->G, R->mesh.dp, R->B);
+        fail(2);
+    }
     /* evaluation batches beyond the validation data would only repeat it */
     if (R->have_eval) {
-        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G > 0 ? nseq / R->G : 1;
+        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G;
         if (o->eval_batches > nb) {
             say("--eval-batches %d: %s holds %lld sequences of %d tokens, %lld batches of %d (at most %lld; more would repeat them)",
                 o->eval_batches, o->eval_data, (long long)nseq, R->T, (long long)nb, R->G, (long long)nb);
@@ -512,8 +523,15 @@ static int step_loop(run_t *R) {
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
                          R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
             }
-            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s\n",
-                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv);
+            char df[96] = "";
+            if (s == 0) { /* and what the token files were taken for (core/formats/data.h detects them) */
+                char a[40], b[40] = "";
+                data_describe(&R->train, a, sizeof a);
+                if (R->have_eval) data_describe(&R->val, b, sizeof b);
+                snprintf(df, sizeof df, " | data %s%s%s", a, R->have_eval ? ", eval " : "", b);
+            }
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv, df);
         }
     }
     return 0;

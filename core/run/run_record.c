@@ -62,6 +62,18 @@ static json_t *plan_json(const mem_stats *s) {
 
 /* the run record; on rank 0 only. mem: max over ranks (per category and total) */
 /* returns -1 when the record could not be written (rank 0) */
+/* the token files as detected: {"train": {path, format, dtype, tokens, sequences}, "eval": ... or null} */
+static json_t *data_file_json(const data_file *d, int T) {
+    if (!d->ntokens) return json_null(); /* not opened (the run stopped before) */
+    return json_pack("{s:s, s:s, s:s, s:I, s:I}", "path", d->path, "format", data_format_names[d->format], "dtype",
+                     d->synthetic ? "none" : data_dtype_names[d->dtype], "tokens", (json_int_t)d->ntokens, "sequences",
+                     (json_int_t)data_num_sequences(d, T));
+}
+static json_t *data_json(const run_t *R) {
+    return json_pack("{s:o, s:o}", "train", data_file_json(&R->train, R->T), "eval",
+                     R->have_eval ? data_file_json(&R->val, R->T) : json_null());
+}
+
 int run_write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
                         const uint64_t *at_peak, int quiet) {
     if (!R->rank0 || !R->o.out) return 0;
@@ -71,6 +83,7 @@ int run_write_record(run_t *R, const char *status, const char *error, const uint
     if (error) json_object_set_new(j, "error", json_string(error));
     json_object_set_new(j, "config", config_json(R));
     json_object_set_new(j, "mesh", json_pack("{s:i, s:i, s:i}", "world", R->mesh.world, "dp", R->mesh.dp, "tp", R->mesh.tp));
+    json_object_set_new(j, "data", data_json(R));
     json_object_set_new(j, "batch_size", json_integer(R->B));
     json_object_set_new(j, "global_batch", json_integer(R->G));
     json_object_set_new(j, "steps", R->steps ? json_incref(R->steps) : json_array());
