@@ -161,6 +161,21 @@ chk() { # NAME CODE PATTERN ARGS...: train exits CODE with one line matching PAT
   ok "$n"
 }
 chk reliab_out_missing_folder 2 "^train: .*$T/nodir/" "${RUN[@]}" --out "$T/nodir/"
+# a folder component that is a file (executable or not) is "Not a directory", found before training;
+# a name with no room left for the temp suffix, and a path beyond PATH_MAX, too
+printf '#!/bin/sh\n' > "$T/exe"; chmod 755 "$T/exe"; printf 'x' > "$T/plain"; chmod 644 "$T/plain"
+chk reliab_out_under_executable_file 2 "^train: cannot write $T/exe/x.json: .*Not a directory" "${RUN[@]}" --out "$T/exe/x.json"
+chk reliab_save_under_executable_file 2 "^train: cannot write $T/exe/m.st: .*Not a directory" "${RUN[@]}" --save "$T/exe/m.st"
+chk reliab_out_under_plain_file 2 "^train: cannot write $T/plain/x.json: .*Not a directory" "${RUN[@]}" --out "$T/plain/x.json"
+chk reliab_out_under_executable_file_deeper 2 "^train: cannot write $T/exe/a/x.json: .*Not a directory" "${RUN[@]}" --out "$T/exe/a/x.json"
+long=$(printf 'n%.0s' $(seq 250))
+chk reliab_out_name_no_room_for_temp 2 "^train: cannot write $T/$long.json: .*too long" "${RUN[@]}" --out "$T/$long.json"
+chk reliab_save_name_no_room_for_temp 2 "^train: cannot write $T/$long.st: .*too long" "${RUN[@]}" --save "$T/$long.st"
+deep=$T; while [ ${#deep} -lt 4090 ]; do deep="$deep/$long"; done
+chk reliab_out_path_beyond_path_max 2 "^train: cannot write .*too long" "${RUN[@]}" --out "$deep/x.json"
+expect_exit reliab_mkdata_convert_under_executable_file 2 "^mkdata: cannot write $T/exe/c.bin: .*Not a directory" -- "$BUILD/mkdata" --convert "$DATA" "$T/exe/c.bin"
+expect_exit reliab_mkdata_convert_name_no_room 2 "^mkdata: cannot write $T/$long.bin: .*too long" -- "$BUILD/mkdata" --convert "$DATA" "$T/$long.bin"
+[ -z "$(ls "$T" | grep '\.tmp\.')" ] && ok reliab_output_checks_leave_nothing || fail reliab_output_checks_leave_nothing "$(ls "$T" | grep '\.tmp\.')"
 chk reliab_out_is_folder 2 "^train: .*$T/.*folder" "${RUN[@]}" --out "$T/"
 chk reliab_save_missing_folder 2 "^train: .*$T/nodir/" "${RUN[@]}" --save "$T/nodir/"
 cp "$DATA" "$T/d.bin"; cp "$VAL" "$T/v.bin"; sum=$(md5sum < "$T/d.bin")

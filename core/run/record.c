@@ -57,6 +57,10 @@ json_t *record_comm(const comm_stats *s) {
     return o;
 }
 
+/* What the writers will do, done now: the folder must be a folder, and a temp file with the name the
+ * writers give it (PATH.tmp.PID, core/run/record.c, core/formats/safetensors.c, core/formats/data_write.c)
+ * is created and removed again, so a path that fails only at the end of a run (a folder component
+ * that is a file, no room in NAME_MAX for the temp suffix, a read-only file system) fails here. */
 int record_check_writable(const char *path, char *err, size_t errlen) {
     struct stat st;
     size_t pl = strlen(path);
@@ -68,13 +72,33 @@ int record_check_writable(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot write %s: it exists and is not a regular file", path);
         return -1;
     }
+    char tmp[4200];
+    if (pl + 24 >= 4096) { /* PATH_MAX, with the temp suffix and the writers' 4096-byte buffers */
+        snprintf(err, errlen, "cannot write a path of %zu bytes: too long (at most %d, for the temp suffix): %.200s...", pl,
+                 4096 - 24, path);
+        return -1;
+    }
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     char *dir = dirname(buf);
-    if (access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, errlen, "cannot write %s: folder %s: %s", path, dir, strerror(errno));
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        int e = errno;
+        snprintf(err, errlen, "cannot write %s: folder %s: %s", path, dir, strerror(stat(dir, &st) == 0 ? ENOTDIR : e));
         return -1;
     }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) return 0; /* a leftover of this pid: the writer truncates it */
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENAMETOOLONG)
+            snprintf(err, errlen, "cannot write %s: the file name is too long for its temp file (NAME_MAX; at most %d bytes "
+                     "before the suffix .tmp.PID)", path, 255 - 16);
+        else snprintf(err, errlen, "cannot write %s: folder %s: %s", path, dir, strerror(e));
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
     return 0;
 }
 
