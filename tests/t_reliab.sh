@@ -191,6 +191,57 @@ chk reliab_save_is_init 2 "^train: .*--save .* is also --init" "${RUN[@]}" --ini
 echo '{"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64}' > "$T/m.json"
 chk reliab_out_is_model 2 "^train: .*--out .* is also --model" --model "$T/m.json" --seq-len 32 --batch-size 2 --steps 1 --data "$DATA" --out "$T/m.json"
 
+# ---------------------------------------------------------------- a non-finite --init tensor is bad input (exit 2, named)
+/usr/bin/python3 - "$T/init.st" "$T" <<'PY'
+import json, struct, sys
+src, d = sys.argv[1], sys.argv[2]
+raw = open(src, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n]); data = bytearray(raw[8 + n:])
+def put(name, tensor, index, value):
+    b = h[tensor]["data_offsets"][0] + 4 * index
+    x = bytearray(data); x[b:b + 4] = struct.pack("<f", value)
+    open(f"{d}/{name}", "wb").write(raw[:8 + n] + bytes(x))
+put("nan.st", "model.layers.1.mlp.up_proj.weight", 777, float("nan"))
+put("inf.st", "lm_head.weight", 5, float("inf"))
+put("ninf.st", "model.norm.weight", 0, float("-inf"))
+# the same in BF16: every tensor converted (the upper halves), one NaN
+hb, blob, off = {}, b"", 0
+for k, v in h.items():
+    if k == "__metadata__": continue
+    a, e = v["data_offsets"]; vals = struct.unpack(f"<{(e - a) // 4}I", bytes(data[a:e]))
+    if k == "model.embed_tokens.weight": vals = (0x7fc00000,) + vals[1:]
+    part = struct.pack(f"<{len(vals)}H", *[x >> 16 for x in vals])
+    hb[k] = {"dtype": "BF16", "shape": v["shape"], "data_offsets": [off, off + len(part)]}; blob += part; off += len(part)
+j = json.dumps(hb).encode(); j += b" " * (-len(j) % 8)
+open(f"{d}/bf16nan.st", "wb").write(struct.pack("<Q", len(j)) + j + blob)
+PY
+chk reliab_init_nan 2 "^train: $T/nan.st: tensor model.layers.1.mlp.up_proj.weight element 777 is nan" "${RUN[@]}" --init "$T/nan.st"
+chk reliab_init_inf 2 "^train: $T/inf.st: tensor lm_head.weight element 5 is inf" "${RUN[@]}" --init "$T/inf.st"
+chk reliab_init_minus_inf 2 "^train: $T/ninf.st: tensor model.norm.weight element 0 is -inf" "${RUN[@]}" --init "$T/ninf.st"
+chk reliab_init_bf16_nan 2 "^train: $T/bf16nan.st: tensor model.embed_tokens.weight element 0 is nan" "${RUN[@]}" --init "$T/bf16nan.st"
+# two ranks, the bad element on one rank's slice only: every rank stops with exit 2, one line naming it
+timeout 120 "${MPIRUN[@]}" -np 2 "$TRAIN" "${RUN[@]}" --tp 2 --init "$T/nan.st" --out "$T/nan2.json" >/dev/null 2>"$T/nan2.err"; rc=$?
+one_error reliab_init_nan_2rank 2 "^train: (rank [01] on [^:]*: )?$T/nan.st: tensor model.layers.1.mlp.up_proj.weight element 777 is nan" $rc "$T/nan2.err" \
+  && { [ -e "$T/nan2.json" ] && fail reliab_init_nan_2rank "a record was written" || ok reliab_init_nan_2rank; }
+
+# ---------------------------------------------------------------- non-finite after the last step: diverged, exit 4
+# the last update (its loss is computed before it) makes the parameters non-finite: status diverged,
+# no checkpoint saved, on 1 and 2 ranks; a non-finite eval loss is recorded (as null) and diverges
+for np in 1 2; do
+  n=reliab_last_update_nonfinite_${np}rank
+  launch=("$TRAIN"); [ $np -gt 1 ] && launch=("${MPIRUN[@]}" -np $np "$TRAIN")
+  rm -f "$T/div.st"
+  timeout 120 "${launch[@]}" "${RUN[@]}" --lr 1e300 --grad-clip 0 --save "$T/div.st" --out "$T/div$np.json" >/dev/null 2>"$T/div$np.err"; rc=$?
+  if one_error "$n" 4 "^train: diverged at step 1: its update made the parameters non-finite" $rc "$T/div$np.err"; then
+    why=$(record_says "$T/div$np.json" diverged 'non-finite') || { fail "$n" "record: $why"; continue; }
+    [ -e "$T/div.st" ] && fail "$n" "a checkpoint was saved" || ok "$n"
+  fi
+done
+timeout 120 "$TRAIN" "${RUN[@]}" --steps 3 --lr 1e300 --grad-clip 0 --eval-data "$VAL" --eval-every 1 --out "$T/evnan.json" >/dev/null 2>"$T/evnan.err"; rc=$?
+if one_error reliab_eval_loss_nonfinite 4 "^train: diverged at step 1: eval loss .*non-finite" $rc "$T/evnan.err"; then
+  /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="diverged" and r["eval"]==[{"step": 1, "loss": None}] else 1)' "$T/evnan.json" \
+    && ok reliab_eval_loss_nonfinite || fail reliab_eval_loss_nonfinite "record: $(head -c 300 "$T/evnan.json")"
+fi
+
 # ---------------------------------------------------------------- evaluation options
 chk reliab_eval_every_without_data 2 "^train: --eval-every .*--eval-data" "${RUN[@]}" --eval-every 1
 chk reliab_eval_batches_bounded 2 "^train: --eval-batches 2147483647" "${RUN[@]}" --eval-data "$VAL" --eval-batches 2147483647

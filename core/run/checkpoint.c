@@ -3,6 +3,7 @@
 #include "core/run/checkpoint.h"
 #include "core/run/agree.h"
 #include "core/common/cleanup.h"
+#include <math.h>
 #include <mpi.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { st_file *f; int failed; char err[512]; } st_ctx;
+typedef struct { st_file *f; int failed; char err[1024]; } st_ctx;
 static void fill_st(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, float *dst) {
     st_ctx *c = ctx;
     if (c->failed) return;
@@ -23,6 +24,16 @@ static void fill_st(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, 
         if (r >= s->valid_rows) memset(dst + (e - first), 0, (size_t)run * sizeof(float));
         else if (st_read_f32(c->f, t, (s->row0 + r) * s->full_cols + s->col0 + col, run, dst + (e - first), c->err, sizeof c->err)) {
             c->failed = 1; return;
+        } else {
+            /* a NaN or infinity is not a starting point: bad input, named, not a divergence at step 1 */
+            const float *v = dst + (e - first);
+            for (int64_t i = 0; i < run; i++)
+                if (!isfinite(v[i])) {
+                    snprintf(c->err, sizeof c->err, "%.500s: tensor %s element %lld is %s (an initial value must be finite)",
+                             c->f->path, s->name, (long long)((s->row0 + r) * s->full_cols + s->col0 + col + i),
+                             isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
+                    c->failed = 1; return;
+                }
         }
         e += run;
     }

@@ -5,6 +5,7 @@
  * core/run/run_record.c; the option table and --help are bench/train.c. */
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,6 +477,17 @@ static void comm_totals(double *ms, double *bytes) {
     for (int k = 0; k < COMM_NKIND; k++) { *ms += cs->ms[k]; *bytes += (double)cs->bytes[k]; }
 }
 
+/* a diverged run: one line, kept for the record's error; returns the exit code 4 */
+static int diverged(run_t *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int diverged(run_t *R, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(R->why, sizeof R->why, fmt, ap);
+    va_end(ap);
+    say("%s", R->why);
+    return 4;
+}
+
 /* the optimizer steps with evaluation and progress lines; returns 0, or 4 when it diverged */
 static int step_loop(run_t *R) {
     const run_cfg *o = &R->o;
@@ -502,14 +514,23 @@ static int step_loop(run_t *R) {
         R->nsteps_done = s + 1;
         double tok = (double)R->G * R->T, tok_s = tok / (tm[0] / 1e3);
         json_array_append_new(R->steps, step_json(s, R->world, loss, norm, lr, tm, bytes1 - bytes0, tok));
-        if (!isfinite(loss) || !isfinite(norm)) {
-            say("diverged at step %d: loss %g, grad norm %g", s + 1, loss, norm);
-            return 4;
-        }
+        if (!isfinite(loss) || !isfinite(norm))
+            return diverged(R, "diverged at step %d: loss %g, grad norm %g (non-finite)", s + 1, loss, norm);
         int last = s + 1 == o->steps;
+        /* a step's loss is computed before its update, so the last update is checked on the parameters
+         * themselves (the sum of their squares over every rank is finite exactly when each is) */
+        if (last) {
+            double sq = fsdp_param_sumsq(&M->fsdp);
+            comm_all_reduce_sum_f64(&R->wg, &sq, 1);
+            if (!isfinite(sq)) return diverged(R, "diverged at step %d: its update made the parameters non-finite", s + 1);
+        }
         if (R->have_eval && ((o->eval_every && (s + 1) % o->eval_every == 0) || last)) {
-            double el = evaluate(M, &R->val, &R->dpg, o->eval_batches, R->in, R->tg, R);
-            json_array_append_new(R->evals, json_pack("{s:i, s:f}", "step", s + 1, "loss", el));
+            double el = evaluate(M, &R->val, &R->dpg, o->eval_batches, R->in, R->tg, R); /* the same on every rank */
+            json_t *ev = json_object();
+            json_object_set_new(ev, "step", json_integer(s + 1));
+            json_object_set_new(ev, "loss", isfinite(el) ? json_real(el) : json_null());
+            json_array_append_new(R->evals, ev);
+            if (!isfinite(el)) return diverged(R, "diverged at step %d: eval loss %g (non-finite)", s + 1, el);
             if (g_rank0) fprintf(stderr, "train: step %d eval loss %.4f\n", s + 1, el);
         }
         if (g_rank0 && ((s + 1) % o->log_every == 0 || s == 0 || last)) {
@@ -554,14 +575,14 @@ static int end_run(run_t *R, int code, run_result *res) {
 #endif
     max_mem_over_ranks(peaks, &total);
     at_peak_of_max_rank(at);
-    const char *error = code ? "non-finite loss or gradient norm" : NULL;
+    const char *error = code ? R->why : NULL; /* why it diverged (diverged()) */
     /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
      * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/common/cleanup.h) */
     if (code == 0 && R->o.save) {
         int sc = checkpoint_save(&R->M, &R->tpg, R->o.save, err, sizeof err);
         if (sc) {
-            snprintf(R->save_error, sizeof R->save_error, "%s", err);
-            error = R->save_error;
+            snprintf(R->why, sizeof R->why, "%s", err);
+            error = R->why;
             status = sc > 128 ? "interrupted" : "failed";
             code = sc > 128 ? sc : 1;
         }

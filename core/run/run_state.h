@@ -47,7 +47,7 @@ typedef struct run {
     model_t M;
     optim_cfg oc;
     int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
-    char save_error[4096];       /* why --save failed (the record's error) */
+    char why[4096];       /* why the run diverged or --save failed (the record's error) */
 } run_t;
 
 
