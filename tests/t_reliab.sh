@@ -242,6 +242,43 @@ if one_error reliab_eval_loss_nonfinite 4 "^train: diverged at step 1: eval loss
     && ok reliab_eval_loss_nonfinite || fail reliab_eval_loss_nonfinite "record: $(head -c 300 "$T/evnan.json")"
 fi
 
+# ---------------------------------------------------------------- ranks launched with different options
+# (MPMD: one command line per rank) end at once with exit 2 and one line naming the option, the values
+# and the ranks; never a hang (the timeout), an MPI error or a run that trains something else
+two=(timeout 60 "${MPIRUN[@]}")
+mpmd() { # NAME PATTERN ARGS-RANK0 -- ARGS-RANK1: exit 2, one matching line, no record
+  local n=$1 pat=$2; shift 2
+  local a=() b=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do a+=("$1"); shift; done; shift
+  b=("$@")
+  rm -f "$T/mpmd.json"
+  "${two[@]}" -np 1 "$TRAIN" "${RUN[@]}" "${a[@]}" --out "$T/mpmd.json" : -np 1 "$TRAIN" "${RUN[@]}" "${b[@]}" --out "$T/mpmd.json" >/dev/null 2>"$T/$n.err"
+  local rc=$?
+  one_error "$n" 2 "$pat" $rc "$T/$n.err" || return
+  [ -e "$T/mpmd.json" ] && { fail "$n" "a record was written"; return; }
+  ok "$n"
+}
+ranks='on rank 0 \([^)]*\); .* on rank 1 \([^)]*\)$'
+mpmd reliab_mpmd_steps "^train: --steps differs between ranks: 2 on rank 0 \([^)]*\); 5 on rank 1 \([^)]*\)$" --steps 2 -- --steps 5
+mpmd reliab_mpmd_tp "^train: --tp differs between ranks: 1 $ranks" --tp 1 -- --tp 2
+mpmd reliab_mpmd_model "^train: --model differs between ranks: tiny $ranks" --model tiny -- --model small
+mpmd reliab_mpmd_seq_len "^train: --seq-len differs between ranks: 32 $ranks" -- --seq-len 64
+mpmd reliab_mpmd_lr "^train: --lr differs between ranks: " --lr 0.003 -- --lr 0.001
+mpmd reliab_mpmd_seed "^train: --seed differs between ranks: 1337 $ranks" -- --seed 7
+mpmd reliab_mpmd_batch "^train: --batch-size differs between ranks: 2 $ranks" -- --batch-size 3
+mpmd reliab_mpmd_data_kind "^train: --data differs between ranks: a file $ranks" -- --data synthetic
+mpmd reliab_mpmd_init_on_one "^train: --init differs between ranks: \(not given\) $ranks" -- --init "$T/init.st"
+mpmd reliab_mpmd_prefetch "^train: --no-prefetch differs between ranks" -- --no-prefetch
+mpmd reliab_mpmd_peak_tflops "^train: --peak-tflops differs between ranks" --peak-tflops 1 --
+mpmd reliab_mpmd_bad_option_on_one "^train: rank 1 on [^:]*: unknown option '--bogus'" -- --bogus
+mpmd reliab_mpmd_bad_value_on_one "^train: --tp differs between ranks: 1 $ranks" -- --tp 0
+# one option text, two config files that differ in one field: the resolved configuration names it
+sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' "$T/m.json" > "$T/m3.json"
+mpmd reliab_mpmd_model_field "^train: --model differs between ranks: num_hidden_layers 2 $ranks" --model "$T/m.json" -- --model "$T/m3.json"
+# the same bad value on every rank is said once, without a rank
+"${two[@]}" -np 2 "$TRAIN" "${RUN[@]}" --tp 0 >/dev/null 2>"$T/tp0.err"; rc=$?
+one_error reliab_same_refusal_every_rank 2 "^train: --tp must be >= 1 \(got 0\)$" $rc "$T/tp0.err" && ok reliab_same_refusal_every_rank
+
 # ---------------------------------------------------------------- evaluation options
 chk reliab_eval_every_without_data 2 "^train: --eval-every .*--eval-data" "${RUN[@]}" --eval-every 1
 chk reliab_eval_batches_bounded 2 "^train: --eval-batches 2147483647" "${RUN[@]}" --eval-data "$VAL" --eval-batches 2147483647

@@ -434,6 +434,12 @@ static int resolve(model_config *c, const char *name_or_path, char *err, size_t 
     return -1;
 }
 
+int config_is_preset(const char *name) {
+    for (int i = 0; name && config_presets[i]; i++)
+        if (!strcmp(config_presets[i], name)) return 1;
+    return 0;
+}
+
 int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
     int rc = resolve(c, name_or_path, err, errlen);
     if (rc != 0) errmsg_one_line(err, errlen);

@@ -119,13 +119,15 @@ static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_
 
 
 /* ------------------------------------------------------------------ configuration checks */
+/* a refusal is kept in R->why, not printed: a launched rank says it only once the ranks have agreed
+ * on their options (start_mpi); run_plan and an unlaunched run say it at once */
+#define BAD(...) do { snprintf(R->why, sizeof R->why, __VA_ARGS__); return 2; } while (0)
 /* the checks common to a run and a plan, before anything is started; 0 or the exit code 2 */
 static int check_cfg(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
-    if (config_resolve(&R->cfg, o->model, err, sizeof err) || config_validate(&R->cfg, err, sizeof err)) { say("%s", err); return 2; }
+    if (config_resolve(&R->cfg, o->model, err, sizeof err) || config_validate(&R->cfg, err, sizeof err)) BAD("%s", err);
     R->T = o->seq_len;
-#define BAD(...) do { say(__VA_ARGS__); return 2; } while (0)
     if (o->tp < 1) BAD("--tp must be >= 1 (got %d)", o->tp);
     if (R->T < 1) BAD("--seq-len must be >= 1 (got %d)", R->T);
     if (R->T > R->cfg.max_position_embeddings) BAD("--seq-len %d exceeds max_position_embeddings %d of model %s", R->T, R->cfg.max_position_embeddings, R->cfg.name);
@@ -171,17 +173,13 @@ static int check_cfg(run_t *R) {
     return 0;
 }
 
-static int is_preset(const char *model) {
-    for (int i = 0; config_presets[i]; i++) if (!strcmp(config_presets[i], model)) return 1;
-    return 0;
-}
 
 /* An output that is also an input (or the other output) would destroy what the run reads: refused
  * (record_same_file: the same path, or the same file by device and inode). -1 with a message. */
 static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
     const char *outs[2][2] = {{"--out", o->out}, {"--save", o->save}};
     const char *ins[4][2] = {{"--data", strcmp(o->data, "synthetic") ? o->data : NULL}, {"--eval-data", o->eval_data},
-                             {"--init", o->init}, {"--model", is_preset(o->model) ? NULL : o->model}};
+                             {"--init", o->init}, {"--model", config_is_preset(o->model) ? NULL : o->model}};
     for (int i = 0; i < 2; i++) {
         if (!outs[i][1]) continue;
         if (record_check_writable(outs[i][1], err, errlen)) return -1;
@@ -210,7 +208,7 @@ int run_plan(const run_cfg *c) {
     run_cfg *o = &R->o;
     char err[4096];
     int rc = check_cfg(R);
-    if (rc) { free(R); return rc; }
+    if (rc) { say("%s", R->why); free(R); return rc; }
     if (o->world_set && o->world < 1) { say("--world must be >= 1 (got %d)", o->world); free(R); return 2; }
     if (!o->world) o->world = 1;
     if (o->world > 65536) { say("--world %d is more ranks than --plan supports (65536)", o->world); free(R); return 2; }
@@ -241,7 +239,10 @@ static int pick_backend(run_t *R) {
     R->ops = &ops_cpu;
     if (!strcmp(o->backend, "cuda")) {
 #ifdef MESHSWEEP_CUDA
-        if (cuda_device_count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
+        if (cuda_device_count() <= 0) {
+            snprintf(R->why, sizeof R->why, "--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)");
+            return 1;
+        }
         R->ops = &ops_cuda;
         if (!strcmp(o->dtype, "bf16")) R->ops = &ops_cuda_bf16;
 #else
@@ -253,8 +254,27 @@ static int pick_backend(run_t *R) {
 }
 #undef BAD
 
-/* MPI, the mesh, the device of this rank and what carries the collectives */
-static void start_mpi(run_t *R) {
+/* Ranks launched with different options would wait forever in a collective or train something else
+ * than asked: before the first collective that depends on them, in this order, every rank agrees
+ * that the command line parsed everywhere; that the options every rank must share are the same
+ * (core/run/run_record.c lists them; one line names the option, the values and the ranks and hosts,
+ * exit 2); that the configuration checks passed (the same options give the same verdict, but a
+ * config file read on each host may not); and that the resolved configuration (the model's every
+ * field) is the same. `code` is this rank's verdict of check_cfg/pick_backend (its line in R->why). */
+static void agree_configuration(run_t *R, int code) {
+    int c;
+    if (R->o.parse_error) agree_fail(2, "%s", R->o.parse_error);
+    if ((c = agree_check())) fail(c);
+    agree_field f[RUN_MAX_FIELDS];
+    if ((c = agree_fields(f, run_option_fields(R, f, RUN_MAX_FIELDS)))) fail(c);
+    if (code) agree_fail(code, "%s", R->why);
+    if ((c = agree_check())) fail(c);
+    if ((c = agree_fields(f, run_resolved_fields(R, f, RUN_MAX_FIELDS)))) fail(c);
+}
+
+/* MPI, the mesh, the device of this rank and what carries the collectives; code: this rank's verdict
+ * of the configuration checks, agreed on first (agree_configuration) */
+static void start_mpi(run_t *R, int code) {
     run_cfg *o = &R->o;
     char err[4096];
     MPI_Init(NULL, NULL);
@@ -266,11 +286,11 @@ static void start_mpi(run_t *R) {
     /* from here a failure on one rank follows one rule (core/run/agree.h): recorded, agreed, printed once
      * by rank 0 naming the rank and host, the same exit code everywhere */
     if (agree_init("train")) agree_fail(1, "out of host memory");
+    agree_configuration(R, code);
     if (mesh_init(&R->mesh, R->world, R->rank, o->tp, err, sizeof err)) { say("%s", err); fail(2); }
     /* outputs before anything else: rank 0 writes --out and --save, so its view is the one checked */
     if (g_rank0 && check_outputs(o, err, sizeof err)) agree_fail(2, "%s", err);
-    int code = agree_check();
-    if (code) fail(code);
+    if ((code = agree_check())) fail(code);
     R->use_nccl = 0;
 #ifdef MESHSWEEP_CUDA
     if (R->ops != &ops_cpu) {
@@ -336,7 +356,7 @@ static void open_inputs(run_t *R) {
     if (strcmp(o->data, "synthetic")) in[n++] = (agree_input){"--data", o->data};
     if (o->eval_data && strcmp(o->eval_data, "synthetic")) in[n++] = (agree_input){"--eval-data", o->eval_data};
     if (o->init) in[n++] = (agree_input){"--init", o->init};
-    if (!is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
+    if (!config_is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
     if ((code = agree_inputs(in, n))) fail(code);
     /* a global batch is G distinct sequences: a file with fewer would repeat sequences within a step
      * (the same on every rank: the inputs agree) */
@@ -606,13 +626,19 @@ static int end_run(run_t *R, int code, run_result *res) {
     return code;
 }
 
+int run_env_launched(void) {
+    return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK");
+}
+
 int run_train(const run_cfg *c, run_result *res) {
     run_t *R = run_new(c);
     if (!R) return 1;
-    int code = check_cfg(R);
-    if (!code) code = pick_backend(R);
-    if (code) { free(R); return code; }
-    start_mpi(R);
+    int code = 2;
+    if (c->parse_error) snprintf(R->why, sizeof R->why, "%s", c->parse_error);
+    else if (!(code = check_cfg(R))) code = pick_backend(R);
+    /* not launched: nobody to agree with, so a refusal is said at once and MPI never starts */
+    if (code && !run_env_launched()) { say("%s", R->why); free(R); return code; }
+    start_mpi(R, code);
     open_inputs(R);
     setup_comm(R);
     budget_gate(R);

@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdarg.h>
 #include <time.h>
 
 #include "core/common/cli.h"
@@ -156,3 +157,86 @@ int run_write_record(run_t *R, const char *status, const char *error, const uint
 }
 
 
+
+/* ------------------------------------------------------------------ the configuration the ranks share */
+static int field(agree_field *f, int cap, int n, const char *label, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int field(agree_field *f, int cap, int n, const char *label, const char *fmt, ...) {
+    if (n >= cap) return n;
+    f[n].label = label;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f[n].value, sizeof f[n].value, fmt, ap);
+    va_end(ap);
+    return n + 1;
+}
+static const char *or_none(const char *s) { return s ? s : "(not given)"; }
+static const char *kind(const char *path) { return !path ? "(not given)" : strcmp(path, "synthetic") ? "a file" : "synthetic"; }
+
+int run_option_fields(const run_t *R, agree_field *f, int cap) {
+    const run_cfg *o = &R->o;
+    int n = 0;
+    /* every option that changes what is computed or which collectives run; not --out and --log-every
+     * (rank 0 alone writes and prints); paths by kind (agree_inputs compares what they hold) */
+    n = field(f, cap, n, "--model", "%s", config_is_preset(o->model) ? o->model : "a config file");
+    n = field(f, cap, n, "--tp", "%d", o->tp);
+    n = field(f, cap, n, "--batch-size", "%s", o->batch);
+    n = field(f, cap, n, "--seq-len", "%d", o->seq_len);
+    n = field(f, cap, n, "--steps", "%d", o->steps);
+    n = field(f, cap, n, "--lr", "%.17g", o->lr);
+    n = field(f, cap, n, "--weight-decay", "%.17g", o->weight_decay);
+    n = field(f, cap, n, "--beta1", "%.17g", o->beta1);
+    n = field(f, cap, n, "--beta2", "%.17g", o->beta2);
+    n = field(f, cap, n, "--adam-eps", "%.17g", o->adam_eps);
+    n = field(f, cap, n, "--grad-clip", "%.17g", o->grad_clip);
+    n = field(f, cap, n, "--schedule", "%s", o->schedule);
+    n = field(f, cap, n, "--warmup", "%d", o->warmup);
+    n = field(f, cap, n, "--min-lr-ratio", "%.17g", o->min_lr_ratio);
+    n = field(f, cap, n, "--seed", "%lld", o->seed);
+    n = field(f, cap, n, "--data", "%s", kind(o->data));
+    n = field(f, cap, n, "--eval-data", "%s", kind(o->eval_data));
+    n = field(f, cap, n, "--eval-every", "%d", o->eval_every);
+    n = field(f, cap, n, "--eval-batches", "%d", o->eval_batches);
+    n = field(f, cap, n, "--init", "%s", kind(o->init));
+    n = field(f, cap, n, "--save", "%s", kind(o->save));
+    n = field(f, cap, n, "--mem-budget", "%s", or_none(o->mem_budget));
+    n = field(f, cap, n, "--mem-reserve", "%s", or_none(o->mem_reserve));
+    n = field(f, cap, n, "--gpu", "%s", or_none(o->gpu));
+    n = field(f, cap, n, "--world", "%d", o->world);
+    n = field(f, cap, n, "--sequence-parallel", "%s", o->sp < 0 ? "default" : o->sp ? "on" : "off");
+    n = field(f, cap, n, "--sp-activations", "%s", o->sp_activations);
+    n = field(f, cap, n, "--no-prefetch", "%s", o->prefetch ? "prefetch" : "no prefetch");
+    n = field(f, cap, n, "--checkpoint-activations", "%s", o->ckpt ? "on" : "off");
+    n = field(f, cap, n, "--backend", "%s", o->backend);
+    n = field(f, cap, n, "--comm", "%s%s", o->comm, o->comm_set ? "" : " (default)");
+    n = field(f, cap, n, "--dtype", "%s", o->dtype ? o->dtype : "(default)");
+    n = field(f, cap, n, "--warmup-steps-excluded", "%d", o->excluded);
+    n = field(f, cap, n, "--peak-tflops", "%.17g", o->peak_tflops);
+    return n;
+}
+
+int run_resolved_fields(const run_t *R, agree_field *f, int cap) {
+    int n = 0;
+    /* the model as resolved on each rank (a config file is read on each host): every field */
+    json_t *m = config_to_json(&R->cfg);
+    const char *key;
+    json_t *v;
+    json_object_foreach(m, key, v) {
+        if (!strcmp(key, "name")) continue;
+        json_t *one = json_is_object(v) ? v : NULL; /* rope_scaling: field by field, each short */
+        const char *k2 = NULL;
+        json_t *v2 = v;
+        void *it = one ? json_object_iter(one) : NULL;
+        if (one && !it) v2 = json_null();
+        do {
+            if (it) k2 = json_object_iter_key(it), v2 = json_object_iter_value(it);
+            char *t = json_dumps(v2, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+            n = field(f, cap, n, "--model", "%s%s%s %s", key, k2 ? "." : "", k2 ? k2 : "", t ? t : "?");
+            free(t);
+            it = it ? json_object_iter_next(one, it) : NULL;
+        } while (it);
+    }
+    json_decref(m);
+    n = field(f, cap, n, "--dtype", "%s", R->o.dtype);
+    n = field(f, cap, n, "--mem-budget", "%llu%s", (unsigned long long)R->budget, R->gb.is_auto ? " (auto)" : "");
+    return n;
+}

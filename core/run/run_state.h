@@ -15,6 +15,7 @@
 #include "core/formats/config.h"
 #include "core/formats/data.h"
 #include "core/formats/safetensors.h"
+#include "core/run/agree.h"
 #include "core/run/run.h"
 #include "kernels/kernels.h"
 
@@ -50,6 +51,13 @@ typedef struct run {
     char why[4096];       /* why the run diverged or --save failed (the record's error) */
 } run_t;
 
+
+/* The configuration every rank must share, as fields for agree_fields (core/run/agree.h): the options
+ * as given (paths only by kind: their contents are compared by agree_inputs), and what they resolved
+ * to (the model's every field, the dtype, the budget). Return the number of fields written. */
+enum { RUN_MAX_FIELDS = 64 };
+int run_option_fields(const run_t *R, agree_field *f, int cap);
+int run_resolved_fields(const run_t *R, agree_field *f, int cap);
 
 /* The run record (schema meshsweep.run/1), written by rank 0 to --out atomically; peaks: max over
  * ranks per category (NULL: zeros). 0, or -1 when it could not be written (said unless quiet). */
