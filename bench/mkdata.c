@@ -67,11 +67,15 @@ static void say_write_error(const char *stem, const char *err) {
     else cli_say("%s", err);
 }
 
-static void bytes_src(void *ctx, int64_t first, int64_t n, int64_t *dst) {
+static int bytes_src(void *ctx, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen) {
     const unsigned char *p = ctx;
+    (void)err, (void)errlen;
     for (int64_t i = 0; i < n; i++) dst[i] = p[first + i];
+    return 0;
 }
-static void file_src(void *ctx, int64_t first, int64_t n, int64_t *dst) { data_read(ctx, first, n, dst); }
+static int file_src(void *ctx, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen) {
+    return data_read(ctx, first, n, dst, err, errlen);
+}
 
 /* one text split: Megatron sequences end after each newline */
 static int write_text(const char *dir, const char *name, int fmt, int dtype, unsigned char *p, int64_t n) {
@@ -94,7 +98,7 @@ static int convert(const char *in, const char *out, int fmt, int dtype) {
     int64_t mx = 0, buf[4096];
     for (int64_t i = 0; i < d.ntokens && dtype < 0; i += 4096) {
         int64_t m = d.ntokens - i < 4096 ? d.ntokens - i : 4096;
-        data_read(&d, i, m, buf);
+        if (data_read(&d, i, m, buf, err, sizeof err)) return cli_say("%s", err), data_close(&d), 1;
         for (int64_t k = 0; k < m; k++) mx = buf[k] > mx ? buf[k] : mx;
     }
     snprintf(stem, sizeof stem, "%s", out);

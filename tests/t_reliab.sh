@@ -279,6 +279,39 @@ mpmd reliab_mpmd_model_field "^train: --model differs between ranks: num_hidden_
 "${two[@]}" -np 2 "$TRAIN" "${RUN[@]}" --tp 0 >/dev/null 2>"$T/tp0.err"; rc=$?
 one_error reliab_same_refusal_every_rank 2 "^train: --tp must be >= 1 \(got 0\)$" $rc "$T/tp0.err" && ok reliab_same_refusal_every_rank
 
+# ---------------------------------------------------------------- a token file truncated while training
+# (by another process, after step 1): one line naming the file, exit 1, a failed record, on every rank;
+# no SIGBUS. Train data on 1 and 2 ranks, eval data on 1 rank.
+for c in train1:1:data train2:2:data eval1:1:eval; do
+  IFS=: read -r n np which <<<"$c"
+  /usr/bin/python3 - "$n" "$np" "$which" "$T" "$DATA" "$VAL" "$TRAIN" "${MPIRUN[@]}" <<'PY'
+import json, os, shutil, subprocess, sys, time
+n, np, which, T, data, val, train = sys.argv[1:8]; mpirun = sys.argv[8:]
+name = f"reliab_tokens_truncated_{n}"
+f = f"{T}/shrink_{n}.bin"; shutil.copy(data if which == "data" else val, f)
+args = ["--model", "tiny", "--seq-len", "32", "--batch-size", "2", "--steps", "100000", "--log-every", "1", "--out", f"{T}/shrink_{n}.json"]
+args += ["--data", f] if which == "data" else ["--data", data, "--eval-data", f, "--eval-every", "1", "--eval-batches", "1"]
+cmd = ([train] if np == "1" else mpirun + ["-np", np, train]) + args
+err = f"{T}/shrink_{n}.err"
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+t0, cut = time.time(), False
+while time.time() - t0 < 100 and p.poll() is None:
+    if not cut and "train: step 1/" in open(err).read():
+        os.truncate(f, 0); cut = True
+    time.sleep(0.05)
+try: rc = p.wait(timeout=60)
+except subprocess.TimeoutExpired: p.kill(); rc = "hung"
+lines = [l for l in open(err) if l.startswith("train:") and not l.startswith("train: step ")]
+try: r = json.load(open(f"{T}/shrink_{n}.json"))
+except Exception as e: r = {"status": f"no record: {e}"}
+if not cut: print(f"FAIL {name}: never reached step 1 (exit {rc})")
+elif rc != 1: print(f"FAIL {name}: exit {rc} (want 1): {lines!r}")
+elif len(lines) != 1 or f"{f} changed while it was read" not in lines[0]: print(f"FAIL {name}: stderr {lines!r}")
+elif r.get("status") != "failed" or "changed while it was read" not in (r.get("error") or ""): print(f"FAIL {name}: record {r.get('status')!r} {r.get('error')!r}")
+else: print(f"ok   {name}")
+PY
+done
+
 # ---------------------------------------------------------------- evaluation options
 chk reliab_eval_every_without_data 2 "^train: --eval-every .*--eval-data" "${RUN[@]}" --eval-every 1
 chk reliab_eval_batches_bounded 2 "^train: --eval-batches 2147483647" "${RUN[@]}" --eval-data "$VAL" --eval-batches 2147483647

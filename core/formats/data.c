@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,6 +486,47 @@ static const char *near_known_format(const unsigned char *m, size_t n) {
     return NULL;
 }
 
+/* ---- reading a mapping whose file may shrink ------------------------------------------------- */
+/* A mapped file that another process truncates raises SIGBUS on the next read of a page past its new
+ * end. Every read of a mapping (opening, the batches, data_read) runs armed: the handler jumps back
+ * to the reader, which reports the file as changed (-1, one line) instead of the process dying with
+ * no word. A SIGBUS that is not ours (not armed) goes to the disposition that was there before (the
+ * handler restores it, and the faulting instruction runs again under it). The handler is installed
+ * again whenever another one (MPI's) replaced it. Single-threaded readers only (the engine's). */
+static sigjmp_buf g_bus_jmp;
+static volatile sig_atomic_t g_bus_armed;
+static struct sigaction g_bus_prev;
+
+static void on_bus(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)si, (void)uc;
+    if (g_bus_armed) {
+        g_bus_armed = 0;
+        siglongjmp(g_bus_jmp, 1);
+    }
+    sigaction(SIGBUS, &g_bus_prev, NULL);
+}
+
+static void bus_handler_on(void) {
+    struct sigaction cur;
+    if (sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_bus) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_bus_prev);
+}
+
+static void bus_fault_msg(const char *path, size_t mapped, char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+        errmsg_set(err, errlen, "data: %s changed while it was read: it is now %lld bytes, %zu when opened (truncated "
+                   "by another process?)", path, (long long)sb.st_size, mapped);
+    else errmsg_set(err, errlen, "data: %s changed while it was read: %s (removed or truncated by another process?)", path,
+                    strerror(errno));
+    errmsg_one_line(err, errlen);
+}
+
 /* ---- open ---------------------------------------------------------------------------------- */
 static int set_path(char *dst, const char *src, const char *suffix, char *err, size_t errlen) {
     if (snprintf(dst, 4096, "%s%s", src, suffix) >= 4096) {
@@ -493,7 +536,7 @@ static int set_path(char *dst, const char *src, const char *suffix, char *err, s
     return 0;
 }
 
-static int open_tokens(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
+__attribute__((noinline)) static int open_tokens(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     d->run = &d->one;
     d->nruns = 1;
@@ -560,7 +603,15 @@ static int open_tokens(data_file *d, const char *path, int vocab_size, int T, ui
 }
 
 int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
+    bus_handler_on();
+    if (sigsetjmp(g_bus_jmp, 1)) { /* a mapping shrank while its header or ids were read */
+        bus_fault_msg(d->path, d->map_bytes, err, errlen);
+        data_close(d);
+        return -1;
+    }
+    g_bus_armed = 1;
     int rc = open_tokens(d, path, vocab_size, T, seed, err, errlen);
+    g_bus_armed = 0;
     if (rc != 0) {
         data_close(d);
         errmsg_one_line(err, errlen);
@@ -630,10 +681,42 @@ int64_t data_num_sequences(const data_file *d, int T) {
 
 /* int8 files hold signed ids (negative ones are refused at open): the sign extension is meant */
 static void read_i32(const data_file *d, int64_t first, int64_t n, int32_t *dst) { READ_BODY(int32_t); } // NOLINT(bugprone-signed-char-misuse)
-void data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst) { READ_BODY(int64_t); } // NOLINT(bugprone-signed-char-misuse)
+/* not inlined into the armed readers below: nothing they hold changes between sigsetjmp and a jump */
+__attribute__((noinline)) static void read_i64(const data_file *d, int64_t first, int64_t n, int64_t *dst) { READ_BODY(int64_t); } // NOLINT(bugprone-signed-char-misuse)
 
-void data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs,
-                int32_t *targets) {
+int data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen) {
+    bus_handler_on();
+    if (sigsetjmp(g_bus_jmp, 1)) {
+        bus_fault_msg(d->path, d->map_bytes, err, errlen);
+        memset(dst, 0, (size_t)n * sizeof *dst);
+        return -1;
+    }
+    g_bus_armed = 1;
+    read_i64(d, first, n, dst);
+    g_bus_armed = 0;
+    return 0;
+}
+
+__attribute__((noinline)) static void batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T,
+                                            int32_t *inputs, int32_t *targets);
+int data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs, int32_t *targets,
+               char *err, size_t errlen) {
+    bus_handler_on();
+    if (sigsetjmp(g_bus_jmp, 1)) {
+        bus_fault_msg(d->path, d->map_bytes, err, errlen);
+        /* valid ids (0) everywhere, so a caller that must still run the step's collectives can */
+        memset(inputs, 0, (size_t)b * (size_t)T * sizeof *inputs);
+        memset(targets, 0, (size_t)b * (size_t)T * sizeof *targets);
+        return -1;
+    }
+    g_bus_armed = 1;
+    batch(d, step, G, dp_rank, b, T, inputs, targets);
+    g_bus_armed = 0;
+    return 0;
+}
+
+__attribute__((noinline)) static void batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T,
+                                            int32_t *inputs, int32_t *targets) {
     int64_t N = data_num_sequences(d, T);
     if (N <= 0) return;
     /* (step*G + j) mod N without overflow for any step: reduce each factor first */

@@ -104,7 +104,7 @@ static int put_tokens(out_file *o, data_dtype t, data_src_fn src, void *ctx, int
             errmsg_set(err, errlen, "interrupted by a signal");
             return -1;
         }
-        src(ctx, done, m, v);
+        if (src(ctx, done, m, v, err, errlen)) return -1;
         for (int64_t i = 0; i < m; i++) {
             if (!fits(v[i], t)) {
                 errmsg_set(err, errlen, "token %lld at index %lld does not fit %s (choose a wider --dtype)",

@@ -107,10 +107,14 @@ static void max_mem_over_ranks(uint64_t peaks[MEM_NCAT], uint64_t *total) {
     *total = v[MEM_NCAT];
 }
 
+/* the mean eval loss; a batch that cannot be read (the file shrank: core/formats/data.h) is recorded as
+ * this rank's failure and zeros are evaluated instead, so every rank runs the same collectives and the
+ * caller agrees on the failure afterwards */
 static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_t *in, int32_t *tg, const run_t *R) {
     double sum = 0;
+    char err[1024];
     for (int k = 0; k < nb; k++) {
-        data_batch(d, k, R->G, R->mesh.dp_rank, R->B, R->T, in, tg);
+        if (data_batch(d, k, R->G, R->mesh.dp_rank, R->B, R->T, in, tg, err, sizeof err)) agree_fail(1, "%s", err);
         sum += model_forward_loss(M, in, tg);
     }
     comm_all_reduce_sum_f64(dpg, &sum, 1);
@@ -508,7 +512,14 @@ static int diverged(run_t *R, const char *fmt, ...) {
     return 4;
 }
 
-/* the optimizer steps with evaluation and progress lines; returns 0, or 4 when it diverged */
+/* a failure every rank has agreed on (agree_check has printed it): kept for the record; returns code */
+static int run_failed(run_t *R, int code) {
+    snprintf(R->why, sizeof R->why, "%s", agree_last_error());
+    return code;
+}
+
+/* the optimizer steps with evaluation and progress lines; returns 0, 4 when it diverged, or the code of
+ * a failure the ranks agreed on (1: a token file changed under the run) */
 static int step_loop(run_t *R) {
     const run_cfg *o = &R->o;
     model_t *M = &R->M;
@@ -516,8 +527,10 @@ static int step_loop(run_t *R) {
     double scale = 1.0 / ((double)R->G * R->T);
     double t_start = comm_now_ms();
     for (int s = 0; s < o->steps; s++) {
-        data_batch(&R->train, s, R->G, R->mesh.dp_rank, R->B, R->T, R->in, R->tg);
-        MPI_Barrier(MPI_COMM_WORLD);
+        char err[1024];
+        if (data_batch(&R->train, s, R->G, R->mesh.dp_rank, R->B, R->T, R->in, R->tg, err, sizeof err)) agree_fail(1, "%s", err);
+        int code = agree_check(); /* also the barrier before the step's clock starts */
+        if (code) return run_failed(R, code);
         double comm0, bytes0, comm1, bytes1;
         comm_totals(&comm0, &bytes0);
         double t0 = comm_now_ms();
@@ -546,6 +559,8 @@ static int step_loop(run_t *R) {
         }
         if (R->have_eval && ((o->eval_every && (s + 1) % o->eval_every == 0) || last)) {
             double el = evaluate(M, &R->val, &R->dpg, o->eval_batches, R->in, R->tg, R); /* the same on every rank */
+            int code = agree_check();
+            if (code) return run_failed(R, code);
             json_t *ev = json_object();
             json_object_set_new(ev, "step", json_integer(s + 1));
             json_object_set_new(ev, "loss", isfinite(el) ? json_real(el) : json_null());
@@ -580,7 +595,7 @@ static int step_loop(run_t *R) {
 
 /* the record, --save, and the run's own memory released; returns the exit code */
 static int end_run(run_t *R, int code, run_result *res) {
-    const char *status = code == 4 ? "diverged" : "ok";
+    const char *status = code == 4 ? "diverged" : code ? "failed" : "ok";
     char err[4096];
     uint64_t peaks[MEM_NCAT], total, at[MEM_NCAT];
 #ifdef MESHSWEEP_CUDA
@@ -595,7 +610,7 @@ static int end_run(run_t *R, int code, run_result *res) {
 #endif
     max_mem_over_ranks(peaks, &total);
     at_peak_of_max_rank(at);
-    const char *error = code ? R->why : NULL; /* why it diverged (diverged()) */
+    const char *error = code ? R->why : NULL; /* why it diverged or failed (diverged(), run_failed()) */
     /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
      * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/common/cleanup.h) */
     if (code == 0 && R->o.save) {
