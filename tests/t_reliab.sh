@@ -312,6 +312,24 @@ else: print(f"ok   {name}")
 PY
 done
 
+# ---------------------------------------------------------------- the host cannot give the engine its memory
+# (ulimit -v 2.5 GB; the plan says 3.1 GiB per rank): one line "out of host memory", exit 3, an oom record; on
+# one rank of two only: the same, naming that rank. Not in the sanitizer build (ASan maps terabytes).
+BIG=(--model tiny --seq-len 1024 --batch-size 96 --steps 1 --log-every 100 --data "$DATA")
+if [ "$BUILD" = build-san ]; then skip reliab_host_oom "ulimit -v cannot coexist with ASan's shadow memory"
+else
+  rm -f "$T/hoom1.json"
+  (ulimit -v 2500000; timeout 120 "$TRAIN" "${BIG[@]}" --out "$T/hoom1.json" >/dev/null 2>"$T/hoom1.err"); rc=$?
+  if one_error reliab_host_oom_1rank 3 "^train: out of host memory: the engine needs 3.12 GiB" $rc "$T/hoom1.err"; then
+    why=$(record_says "$T/hoom1.json" oom 'out of host memory') && ok reliab_host_oom_1rank || fail reliab_host_oom_1rank "record: $why"
+  fi
+  rm -f "$T/hoom2.json"
+  timeout 120 "${MPIRUN[@]}" -np 1 "$TRAIN" "${BIG[@]}" --out "$T/hoom2.json" : -np 1 sh -c 'ulimit -v 2500000; exec "$@"' sh "$TRAIN" "${BIG[@]}" --out "$T/hoom2.json" >/dev/null 2>"$T/hoom2.err"; rc=$?
+  if one_error reliab_host_oom_one_rank_of_two 3 "^train: rank 1 on [^:]*: out of host memory: the engine needs" $rc "$T/hoom2.err"; then
+    why=$(record_says "$T/hoom2.json" oom 'rank 1 on .*out of host memory') && ok reliab_host_oom_one_rank_of_two || fail reliab_host_oom_one_rank_of_two "record: $why"
+  fi
+fi
+
 # ---------------------------------------------------------------- evaluation options
 chk reliab_eval_every_without_data 2 "^train: --eval-every .*--eval-data" "${RUN[@]}" --eval-every 1
 chk reliab_eval_batches_bounded 2 "^train: --eval-batches 2147483647" "${RUN[@]}" --eval-data "$VAL" --eval-batches 2147483647

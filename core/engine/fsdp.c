@@ -60,7 +60,7 @@ void fsdp_fill_params(fsdp_t *f, fsdp_fill_fn fill, void *ctx) {
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         float *host = calloc((size_t)u->shard ? (size_t)u->shard : 1, sizeof(float));
-        if (!host) { fprintf(stderr, "fsdp: out of host memory filling %s\n", u->name); exit(1); }
+        if (!host) mem_host_failed("fsdp: filling a unit", (size_t)u->shard * sizeof(float));
         for (int k = 0; k < u->nseg; k++) {
             int64_t first, count;
             if (!owned_range(u, &u->seg[k], r, &first, &count)) continue;
@@ -124,7 +124,7 @@ static double owned_sumsq(fsdp_t *f, int count_replicated, int params) {
     for (int i = 0; i < f->n; i++) total += f->u[i].nseg;
     const float **x = malloc((size_t)(total ? total : 1) * sizeof *x);
     size_t *n = malloc((size_t)(total ? total : 1) * sizeof *n);
-    if (!x || !n) { fprintf(stderr, "fsdp: out of host memory\n"); exit(1); }
+    if (!x || !n) mem_host_failed("fsdp: the segment list", (size_t)(total ? total : 1) * (sizeof *x + sizeof *n));
     int m = 0;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];

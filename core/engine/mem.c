@@ -19,11 +19,31 @@ static size_t g_cap, g_n;
 static uintptr_t g_fake_next = 0x10000;
 static mem_oom_handler g_oom;
 
-static void default_oom(const mem_stats *s) {
+void mem_oom_message(const mem_stats *s, char *buf, size_t len) {
     char a[32], u[32], b[32];
     mem_format(a, sizeof a, s->oom_bytes); mem_format(u, sizeof u, s->oom_in_use); mem_format(b, sizeof b, s->budget);
-    fprintf(stderr, "out of memory budget: %s asked %s (%llu bytes) with %s in use, budget %s\n",
-            mem_cat_names[s->oom_cat], a, (unsigned long long)s->oom_bytes, u, b);
+    if (s->alloc_failed == 2)
+        snprintf(buf, len, "out of host memory: %s needed %s (%llu bytes) more", s->oom_what, a, (unsigned long long)s->oom_bytes);
+    else if (s->alloc_failed)
+        snprintf(buf, len, "out of %s memory: %s asked %s (%llu bytes) with %s tracked in use; the %s itself is full "
+                 "(%s%s)", s->oom_where, mem_cat_names[s->oom_cat], a, (unsigned long long)s->oom_bytes, u, s->oom_where,
+                 s->budget ? "the budget is " : "no --mem-budget", s->budget ? b : "");
+    else
+        snprintf(buf, len, "out of memory budget: %s asked %s (%llu bytes) with %s in use, budget %s",
+                 mem_cat_names[s->oom_cat], a, (unsigned long long)s->oom_bytes, u, b);
+}
+
+static void default_oom(const mem_stats *s) {
+    char m[512];
+    mem_oom_message(s, m, sizeof m);
+    fprintf(stderr, "%s\n", m);
+    exit(3);
+}
+
+_Noreturn void mem_host_failed(const char *what, size_t bytes) {
+    g_st.alloc_failed = 2; g_st.oom_what = what; g_st.oom_where = "host";
+    g_st.oom_bytes = bytes; g_st.oom_in_use = g_st.total_cur;
+    (g_oom ? g_oom : default_oom)(&g_st);
     exit(3);
 }
 
@@ -43,7 +63,7 @@ static void tab_put(uintptr_t a, uint64_t bytes, int cat) {
         size_t oc = g_cap; live_t *ot = g_tab;
         g_cap = oc ? oc * 2 : 1024;
         g_tab = calloc(g_cap, sizeof *g_tab);
-        if (!g_tab) { fprintf(stderr, "mem: out of host memory for the allocation table\n"); exit(1); }
+        if (!g_tab) mem_host_failed("the allocation table", g_cap * sizeof *g_tab);
         g_n = 0;
         for (size_t i = 0; i < oc; i++) if (ot[i].addr) tab_put(ot[i].addr, ot[i].bytes, ot[i].cat);
         free(ot);
@@ -96,10 +116,10 @@ void *mem_alloc(mem_cat c, size_t bytes) {
         if (bytes > MEM_PLAN_CAP || g_st.total_cur > MEM_PLAN_CAP - bytes) { g_st.overflow = 1; bytes = 0; }
     } else {
         p = g_ops->dev_alloc(bytes);
-        if (!p) {
-            char a[32]; mem_format(a, sizeof a, bytes);
-            fprintf(stderr, "mem: device allocation of %s for %s failed (the device itself is out of memory)\n",
-                    a, mem_cat_names[c]);
+        if (!p) { /* the device itself (the host, on the CPU backend) is full: not the budget */
+            g_st.alloc_failed = 1; g_st.oom_cat = c; g_st.oom_bytes = bytes; g_st.oom_in_use = g_st.total_cur;
+            g_st.oom_where = strcmp(g_ops->name, "cpu") ? "device" : "host";
+            g_oom(&g_st);
             exit(3);
         }
     }

@@ -24,6 +24,11 @@ typedef struct mem_stats {
     /* plan mode: the sum of live bytes would have passed MEM_PLAN_CAP; from then on allocations
      * count nothing, so the figures are a lower bound and the plan cannot fit any budget */
     int overflow;
+    /* the allocator itself refused (not the budget): 1 an engine buffer (oom_cat, oom_bytes) from the
+     * device (the host on the CPU backend; oom_where says which), 2 host memory for the engine's own
+     * bookkeeping (oom_what, oom_bytes); the oom handler is called with it set */
+    int alloc_failed;
+    const char *oom_where, *oom_what;
 } mem_stats;
 /* 4 EiB: what a plan counts at most (sums stay far from 64-bit wrap-around) */
 #define MEM_PLAN_CAP ((uint64_t)1 << 62)
@@ -39,8 +44,15 @@ const mem_stats *mem_get_stats(void);
 void mem_reset_peaks(void);
 /* Release every live allocation (end of a plan) and clear the statistics. */
 void mem_shutdown(void);
+/* Called when an allocation passes the budget or the device (host) refuses it (s->alloc_failed); the
+ * process exits with 3 if it returns. Default: one line on stderr, exit 3. */
 typedef void (*mem_oom_handler)(const mem_stats *s);
 void mem_set_oom_handler(mem_oom_handler h);
+/* the engine's host bookkeeping (fsdp, comm, the allocation table) could not get `bytes` for `what`:
+ * the oom handler is called with alloc_failed = 2; then exit 3 */
+_Noreturn void mem_host_failed(const char *what, size_t bytes);
+/* one line for an oom the handler was called with: "out of memory budget: ...", "out of host memory: ..." */
+void mem_oom_message(const mem_stats *s, char *buf, size_t len);
 /* "12.3 MiB" */
 void mem_format(char *buf, size_t len, uint64_t bytes);
 #endif

@@ -16,6 +16,7 @@
 
 #include "core/common/cleanup.h"
 #include "core/common/cli.h"
+#include "core/common/errmsg.h"
 #include "core/run/agree.h"
 #include "core/run/checkpoint.h"
 #include "core/run/metrics.h"
@@ -258,6 +259,30 @@ static int pick_backend(run_t *R) {
 }
 #undef BAD
 
+/* An allocation the device (the host, on CPU) refused, or host memory the engine's bookkeeping could
+ * not get, in the middle of the run: the other ranks may be inside a collective already, so nothing
+ * can be agreed. This rank says it in one line naming itself, writes the oom record when it shares rank
+ * 0's host (the --out that was checked), and ends the job (exit 3). The preflight finds most such
+ * cases before (host_preflight). */
+static run_t *g_run;
+static void on_alloc_failed(const mem_stats *s) {
+    run_t *R = g_run;
+    char m[600], line[800];
+    mem_oom_message(s, m, sizeof m);
+    if (R->world > 1) snprintf(line, sizeof line, "rank %d on %s: %s", R->rank, agree_host(), m);
+    else snprintf(line, sizeof line, "%s", m);
+    errmsg_one_line(line, sizeof line);
+    fprintf(stderr, "train: %s\n", line);
+    fflush(stderr);
+    if (R->o.out && (R->world == 1 || !strcmp(agree_host(), agree_host_of(0)))) {
+        R->rank0 = 1; /* this rank writes it: rank 0 may be waiting in a collective that never ends */
+        run_write_record(R, "oom", line, s->peak, s->total_peak, s->at_peak, 1);
+    }
+    if (R->world > 1) MPI_Abort(MPI_COMM_WORLD, 3);
+    MPI_Finalize();
+    exit(3);
+}
+
 /* Ranks launched with different options would wait forever in a collective or train something else
  * than asked: before the first collective that depends on them, in this order, every rank agrees
  * that the command line parsed everywhere; that the options every rank must share are the same
@@ -290,6 +315,8 @@ static void start_mpi(run_t *R, int code) {
     /* from here a failure on one rank follows one rule (core/run/agree.h): recorded, agreed, printed once
      * by rank 0 naming the rank and host, the same exit code everywhere */
     if (agree_init("train")) agree_fail(1, "out of host memory");
+    g_run = R;
+    mem_set_oom_handler(on_alloc_failed);
     agree_configuration(R, code);
     if (mesh_init(&R->mesh, R->world, R->rank, o->tp, err, sizeof err)) { say("%s", err); fail(2); }
     /* outputs before anything else: rank 0 writes --out and --save, so its view is the one checked */
@@ -384,6 +411,27 @@ static void open_inputs(run_t *R) {
     }
 }
 
+/* CPU: the engine's buffers are host memory. The plan's peak (on CPU the measured peak, exactly) is
+ * asked of the host once before anything is allocated, so a host that cannot give it (ulimit -v, a
+ * machine too small for the ranks on it) is found on every rank at once: one line, an oom record,
+ * exit 3, instead of a failed allocation in the middle of a step. */
+static void host_preflight(run_t *R) {
+    if (R->ops != &ops_cpu) return;
+    size_t need = (size_t)(R->planned.total_peak ? R->planned.total_peak : 1);
+    void *probe = malloc(need);
+    if (!probe) {
+        char a[32];
+        mem_format(a, sizeof a, need);
+        agree_fail(3, "out of host memory: the engine needs %s (%zu bytes) per rank at its planned peak and this host "
+                   "would not give it (ulimit -v, or more ranks than its memory holds)", a, need);
+    }
+    free(probe);
+    if (!agree_check()) return;
+    uint64_t peaks[MEM_NCAT] = {0};
+    if (g_rank0) run_write_record(R, "oom", agree_last_error(), peaks, 0, NULL, 1);
+    fail(3);
+}
+
 /* plan first: an allocation past the budget is found before anything is allocated, on every rank at
  * once, so no rank is left waiting in a collective */
 static void budget_gate(run_t *R) {
@@ -396,7 +444,7 @@ static void budget_gate(run_t *R) {
     R->have_plan = 1;
     int over = R->planned.over_budget, any = 0;
     MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!any) return;
+    if (!any) { host_preflight(R); return; }
     if (g_rank0) {
         char a[32], u[32], b[32];
         mem_format(a, sizeof a, R->planned.oom_bytes); mem_format(u, sizeof u, R->planned.oom_in_use); mem_format(b, sizeof b, R->budget);
