@@ -330,6 +330,35 @@ else
   fi
 fi
 
+# ---------------------------------------------------------------- what the record says the run was built and run with
+# env.git: the tree's revision (a commit of this repository, -dirty when the build had local changes),
+# "unknown" for a tree without .git (the Makefile's buildinfo, checked in an empty copy); env.compiler:
+# the compiler's version line; env.blas*: the library and the kernels each rank ran, and whether they
+# differ (OPENBLAS_CORETYPE on one rank of two here)
+"$TRAIN" "${RUN[@]}" --steps 0 --out "$T/env.json" 2>/dev/null
+/usr/bin/python3 - "$T/env.json" "$(mpicc --version 2>/dev/null | head -1)" "$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel 2>/dev/null)" <<'PY'
+import json, re, subprocess, sys
+e = json.load(open(sys.argv[1]))["env"]; cc, top = sys.argv[2], sys.argv[3]
+g = e.get("git") or ""
+m = re.fullmatch(r"([0-9a-f]{7,40})(-dirty)?", g)
+if top:
+    known = m and subprocess.run(["git", "-C", top, "cat-file", "-e", m.group(1) + "^{commit}"], capture_output=True).returncode == 0
+    print("ok   reliab_record_git_revision" if known else f"FAIL reliab_record_git_revision: env.git {g!r} is not a commit of this tree")
+else:
+    print("ok   reliab_record_git_revision" if g == "unknown" else f"FAIL reliab_record_git_revision: {g!r} outside a git tree")
+print("ok   reliab_record_compiler" if e.get("compiler") == cc and cc else f"FAIL reliab_record_compiler: {e.get('compiler')!r} vs {cc!r}")
+print("ok   reliab_record_blas" if "OpenBLAS" in (e.get("blas") or "") and e.get("blas_core") and e.get("blas_hosts_differ") is False
+      else f"FAIL reliab_record_blas: {e.get('blas')!r} {e.get('blas_core')!r} {e.get('blas_hosts_differ')!r}")
+PY
+mkdir -p "$T/tarball"; cp "$(dirname "$0")/../Makefile" "$T/tarball/"
+make -s -C "$T/tarball" -n all >/dev/null 2>&1
+grep -q '^#define MESHSWEEP_GIT "unknown"$' "$T/tarball/build/gen/buildinfo.h" 2>/dev/null && ok reliab_buildinfo_without_git \
+  || fail reliab_buildinfo_without_git "$(cat "$T/tarball/build/gen/buildinfo.h" 2>&1 | head -2)"
+timeout 60 "${MPIRUN[@]}" -np 1 "$TRAIN" "${RUN[@]}" --out "$T/blas2.json" : -np 1 env OPENBLAS_CORETYPE=Nehalem "$TRAIN" "${RUN[@]}" --out "$T/blas2.json" >/dev/null 2>"$T/blas2.err"
+/usr/bin/python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["env"]["blas_hosts_differ"] is True else 1)' "$T/blas2.json" 2>/dev/null \
+  && grep -q 'step 1/.* | BLAS kernels differ between ranks' "$T/blas2.err" && ok reliab_blas_kernels_differ_recorded \
+  || fail reliab_blas_kernels_differ_recorded "$(grep 'step 1/' "$T/blas2.err" | head -1)"
+
 # ---------------------------------------------------------------- evaluation options
 chk reliab_eval_every_without_data 2 "^train: --eval-every .*--eval-data" "${RUN[@]}" --eval-every 1
 chk reliab_eval_batches_bounded 2 "^train: --eval-batches 2147483647" "${RUN[@]}" --eval-data "$VAL" --eval-batches 2147483647

@@ -2,9 +2,11 @@
 #include "core/run/record.h"
 #include "core/run/agree.h"
 #include "core/common/cleanup.h"
+#include "kernels/kernels.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,37 @@ void record_env_hosts(json_t *env, int tp) {
     json_object_set_new(env, "ranks_by_host", agree_ranks_by_host());
     json_object_set_new(env, "cores_by_host", agree_cores_by_host());
     json_object_set_new(env, "tp_spans_hosts", json_boolean(agree_tp_spans_hosts(tp)));
+}
+
+json_t *record_gather_blas(int *differ) {
+    enum { LEN = 256 };
+    char mine[LEN];
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    snprintf(mine, sizeof mine, "%.180s|%.40s|%.30s", cpu_blas_config(), cpu_blas_core(), env ? env : "");
+    int world = agree_world(), on = 0, off = 0;
+    MPI_Initialized(&on);
+    if (on) MPI_Finalized(&off);
+    char *all = calloc((size_t)world, LEN);
+    *differ = 0;
+    if (!all) mem_host_failed("the BLAS map of the ranks", (size_t)world * LEN);
+    json_t *o = json_object();
+    if (on && !off && world > 1) MPI_Allgather(mine, LEN, MPI_CHAR, all, LEN, MPI_CHAR, MPI_COMM_WORLD);
+    else memcpy(all, mine, LEN);
+    char first[LEN] = ""; /* rank 0's "library|core" */
+    for (int r = 0; r < world; r++) {
+        char *lib = all + (size_t)r * LEN, *core = strchr(lib, '|'), *ct = core ? strchr(core + 1, '|') : NULL;
+        if (!core || !ct) continue;
+        *ct++ = 0;
+        if (r == 0) snprintf(first, sizeof first, "%s", lib);
+        else if (strcmp(first, lib)) *differ = 1;
+        *core++ = 0;
+        const char *h = agree_host_of(r);
+        if (json_object_get(o, h)) continue;
+        json_object_set_new(o, h, json_pack("{s:s, s:s, s:o}", "library", lib, "core", core, "coretype_env",
+                                            *ct ? json_string(ct) : json_null()));
+    }
+    free(all);
+    return o;
 }
 
 double record_mfu_share(double mfu, int world) {

@@ -21,6 +21,11 @@ int record_same_file(const char *a, const char *b);
 /* The rank-to-host map of the record's env (core/run/agree.h gathered it): ranks_by_host {host: [ranks]},
  * cores_by_host {host: cores available to the job there}, tp_spans_hosts (bool) */
 void record_env_hosts(json_t *env, int tp);
+/* Collective (every rank, after MPI_Init; a world of one without MPI): the BLAS library and the kernels
+ * it chose on each host, {host: {"library", "core", "coretype_env"}} (the first rank of each host), and
+ * *differ = 1 when any two ranks have another library or core (their losses then agree to rounding,
+ * not bit for bit). */
+json_t *record_gather_blas(int *differ);
 /* summary.mfu_share: achieved FLOP/s of the job over the compute the ranks actually had,
  * peak_flops x sum over hosts of min(cores_h, ranks_h) (= peak x min(1, cores/ranks) per rank);
  * mfu is the per-rank summary.mfu (against one core per rank) */

@@ -362,6 +362,7 @@ static void start_mpi(run_t *R, int code) {
                 "(N a multiple of --tp)\n", o->tp, a, agree_host_of(a), b, agree_host_of(b));
     }
     cpu_blas_init();
+    R->blas_by_host = record_gather_blas(&R->blas_differ); /* said on the first progress line */
 }
 
 /* training and validation tokens, the --init file */
@@ -627,12 +628,14 @@ static int step_loop(run_t *R) {
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
                          R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
             }
-            char df[96] = "";
+            char df[256] = "";
             if (s == 0) { /* and what the token files were taken for (core/formats/data.h detects them) */
                 char a[40], b[40] = "";
                 data_describe(&R->train, a, sizeof a);
                 if (R->have_eval) data_describe(&R->val, b, sizeof b);
-                snprintf(df, sizeof df, " | data %s%s%s", a, R->have_eval ? ", eval " : "", b);
+                snprintf(df, sizeof df, " | data %s%s%s%s", a, R->have_eval ? ", eval " : "", b,
+                         R->blas_differ ? " | BLAS kernels differ between ranks (env.blas_by_host): losses match a "
+                                          "one-host run to rounding, not bit for bit" : "");
             }
             fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s eta %.0fs%s%s\n",
                     s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, eta, dv, df);
@@ -685,7 +688,7 @@ static int end_run(run_t *R, int code, run_result *res) {
     data_close(&R->train);
     if (R->have_eval) data_close(&R->val);
     free(R->in); free(R->tg); free(R->step_ms);
-    json_decref(R->steps); json_decref(R->evals); json_decref(R->hosts);
+    json_decref(R->steps); json_decref(R->evals); json_decref(R->hosts); json_decref(R->blas_by_host);
     return code;
 }
 

@@ -14,8 +14,20 @@
 #include "core/run/record.h"
 #include "core/run/run_state.h"
 
+/* The revision the program was built from ("git describe --always --dirty") and the compiler's own
+ * version line, written by the Makefile into $(BUILD)/gen/buildinfo.h (rewritten only when they
+ * change, so only this file is recompiled); "unknown" in a build without it (a tarball without
+ * .git: the Makefile writes "unknown" there too). */
+#if defined(__has_include)
+#if __has_include("buildinfo.h")
+#include "buildinfo.h"
+#endif
+#endif
 #ifndef MESHSWEEP_GIT
 #define MESHSWEEP_GIT "unknown"
+#endif
+#ifndef MESHSWEEP_COMPILER
+#define MESHSWEEP_COMPILER "gcc " __VERSION__
 #endif
 
 static json_t *config_json(const run_t *R) {
@@ -146,8 +158,12 @@ int run_write_record(run_t *R, const char *status, const char *error, const uint
     if (R->mpi) { MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
     json_object_set_new(j, "env", json_pack("{s:O, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "hosts", R->hosts ? R->hosts : json_null(),
                                             "ranks", R->mesh.world, "backend", R->o.backend, "dtype", R->o.dtype,
-                                            "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
+                                            "compiler", MESHSWEEP_COMPILER, "mpi", mpiver, "blas", cpu_blas_config(),
                                             "git", MESHSWEEP_GIT, "date", date));
+    json_t *env = json_object_get(j, "env");
+    json_object_set_new(env, "blas_core", json_string(cpu_blas_core()));
+    json_object_set_new(env, "blas_by_host", R->blas_by_host ? json_incref(R->blas_by_host) : json_null());
+    json_object_set_new(env, "blas_hosts_differ", json_boolean(R->blas_differ));
     if (R->mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
     char err[512];
     int rc = record_write_atomic(R->o.out, j, err, sizeof err);

@@ -682,6 +682,8 @@ const ops_t ops_cpu = {
 /* BLAS setup and the measured peak                                                           */
 
 void cpu_blas_init(void) { openblas_set_num_threads(1); }
+const char *cpu_blas_config(void) { return openblas_get_config(); }
+const char *cpu_blas_core(void) { return openblas_get_corename(); }
 
 static double now_s(void) {
     struct timespec ts;
