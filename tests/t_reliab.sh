@@ -351,7 +351,7 @@ print("ok   reliab_record_blas" if "OpenBLAS" in (e.get("blas") or "") and e.get
       else f"FAIL reliab_record_blas: {e.get('blas')!r} {e.get('blas_core')!r} {e.get('blas_hosts_differ')!r}")
 PY
 mkdir -p "$T/tarball"; cp "$(dirname "$0")/../Makefile" "$T/tarball/"
-make -s -C "$T/tarball" -n all >/dev/null 2>&1
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$T/tarball" -n all BUILD=build >/dev/null 2>&1
 grep -q '^#define MESHSWEEP_GIT "unknown"$' "$T/tarball/build/gen/buildinfo.h" 2>/dev/null && ok reliab_buildinfo_without_git \
   || fail reliab_buildinfo_without_git "$(cat "$T/tarball/build/gen/buildinfo.h" 2>&1 | head -2)"
 timeout 60 "${MPIRUN[@]}" -np 1 "$TRAIN" "${RUN[@]}" --out "$T/blas2.json" : -np 1 env OPENBLAS_CORETYPE=Nehalem "$TRAIN" "${RUN[@]}" --out "$T/blas2.json" >/dev/null 2>"$T/blas2.err"
