@@ -111,7 +111,7 @@ static int convert(const char *in, const char *out, int fmt, int dtype) {
     if (d.format == DATA_MEGATRON) {
         snprintf(idx, sizeof idx, "%s", d.path);
         size_t il = strlen(idx);
-        if (il > 4) memcpy(idx + il - 4, ".idx", 4);
+        if (il > 4) snprintf(idx + il - 4, 5, ".idx");
     }
     const char *ins[2] = {d.path, idx[0] ? idx : NULL};
     if (check_outputs(stem, fmt, ins, 2, 1)) return data_close(&d), 2;

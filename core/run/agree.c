@@ -153,7 +153,7 @@ int agree_fields(const agree_field *f, int n) {
         uint64_t *h = malloc((size_t)(2 * n + 1) * sizeof *h);
         int ok = h != NULL, all = ok;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (!all) { free(h); agree_fail(1, "configuration check: out of host memory"); return agree_check(); }
+        if (!all || !h) { free(h); agree_fail(1, "configuration check: out of host memory"); return agree_check(); }
         for (int i = 0; i < n; i++) {
             h[i] = fnv(0xcbf29ce484222325ull, (const unsigned char *)f[i].value, strnlen(f[i].value, AGREE_VALUE_LEN));
             h[n + i] = ~h[i];
@@ -170,7 +170,7 @@ int agree_fields(const agree_field *f, int n) {
         char *vals = calloc((size_t)g_world, AGREE_VALUE_LEN);
         ok = vals != NULL;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (!all) { free(vals); agree_fail(1, "configuration check: out of host memory"); return agree_check(); }
+        if (!all || !vals) { free(vals); agree_fail(1, "configuration check: out of host memory"); return agree_check(); }
         MPI_Allgather(mine, AGREE_VALUE_LEN, MPI_CHAR, vals, AGREE_VALUE_LEN, MPI_CHAR, MPI_COMM_WORLD);
         fields_msg(msg, sizeof msg, f[first].label, vals);
         free(vals);

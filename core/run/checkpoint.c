@@ -29,9 +29,9 @@ static void fill_st(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, 
             const float *v = dst + (e - first);
             for (int64_t i = 0; i < run; i++)
                 if (!isfinite(v[i])) {
+                    int64_t at = (s->row0 + r) * s->full_cols + s->col0 + col + i;
                     snprintf(c->err, sizeof c->err, "%.500s: tensor %s element %lld is %s (an initial value must be finite)",
-                             c->f->path, s->name, (long long)((s->row0 + r) * s->full_cols + s->col0 + col + i),
-                             isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
+                             c->f->path, s->name, (long long)at, isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
                     c->failed = 1; return;
                 }
         }

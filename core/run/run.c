@@ -365,6 +365,14 @@ static void start_mpi(run_t *R, int code) {
     R->blas_by_host = record_gather_blas(&R->blas_differ); /* said on the first progress line */
 }
 
+static void fewer_than_a_batch(const run_t *R, const char *opt, const char *path, const data_file *d) {
+    int64_t nseq = data_num_sequences(d, R->T);
+    if (nseq >= R->G) return;
+    say("%s %s holds %lld sequences of %d tokens, fewer than one global batch of %d (dp %d x --batch-size %d): a step "
+        "would repeat sequences", opt, path, (long long)nseq, R->T, R->G, R->mesh.dp, R->B);
+    fail(2);
+}
+
 /* training and validation tokens, the --init file */
 static void open_inputs(run_t *R) {
     run_cfg *o = &R->o;
@@ -392,15 +400,8 @@ static void open_inputs(run_t *R) {
     if ((code = agree_inputs(in, n))) fail(code);
     /* a global batch is G distinct sequences: a file with fewer would repeat sequences within a step
      * (the same on every rank: the inputs agree) */
-    const struct { const char *opt, *path; const data_file *d; } files[2] = {{"--data", o->data, &R->train},
-                                                                             {"--eval-data", o->eval_data, &R->val}};
-    for (int k = 0; k < 1 + R->have_eval; k++) {
-        int64_t nseq = data_num_sequences(files[k].d, R->T);
-        if (nseq >= R->G) continue;
-        say("%s %s holds %lld sequences of %d tokens, fewer than one global batch of %d (dp %d x --batch-size %d): a step "
-            "would repeat sequences", files[k].opt, files[k].path, (long long)nseq, R->T, R->G, R->mesh.dp, R->B);
-        fail(2);
-    }
+    fewer_than_a_batch(R, "--data", o->data, &R->train);
+    if (R->have_eval) fewer_than_a_batch(R, "--eval-data", o->eval_data, &R->val);
     /* evaluation batches beyond the validation data would only repeat it */
     if (R->have_eval) {
         int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G;
