@@ -133,12 +133,12 @@ need_pkg = command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then ech
 # parsers, each run for FUZZ_RUNS executions (default 1M) or FUZZ_TIME seconds, whichever ends first;
 # fails on any crash, sanitizer report, oracle failure, or fewer executions than FUZZ_RUNS.
 FUZZ_TARGETS := size hf_config sweep_spec safetensors
-FUZZ_SRCS := core/formats/config.c core/sweep/spec.c core/formats/safetensors.c core/common/errmsg.c core/common/cleanup.c
+FUZZ_SRCS := core/formats/config.c core/sweep/spec.c core/sweep/grid.c core/formats/safetensors.c core/common/errmsg.c core/common/cleanup.c
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_RUNS ?= 1000000
 FUZZ_TIME ?= 900
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_SRCS) core/formats/config.h core/sweep/spec.h core/formats/safetensors.h
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_SRCS) core/formats/config.h core/sweep/spec.h core/sweep/grid.h core/formats/safetensors.h
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_SRCS) -ljansson -lm -o $@
 fuzz:

@@ -5,7 +5,9 @@
 # spec field, Ctrl-C, equivalence mode, dry run, spec errors and missing inputs (exit 2, one line,
 # before any launch); resume only of a matching folder (build, runner.json), the folder lock, records
 # that are not what was asked (launcher -np, empty launcher, a hand-written record), incomplete
-# charts and an unwritable report, kill -9 of the runner, --plan-only, hosts and cores in the report.
+# charts and an unwritable report, kill -9 of the runner, --plan-only, hosts and cores in the report;
+# grids (bad axes, a cell's own search, record and row, charts by axis, the report's answers, resume
+# per cell, --plan-only, the 8B grid's plans) and the matched global batch (when train takes it).
 # Not the parser's unit tests (tests/test_sweep_spec.c). Uses python3 (or jq) only to validate JSON.
 set -u
 cd "$(dirname "$0")/.."
@@ -345,6 +347,141 @@ want=$(json_get "$T/plan-1x4.json" 'd["batch_size"]' 2>/dev/null)
 Q=$(latest "$T/plan/llama3.1-8b-8xH100")
 [ $rc -eq 0 ] && json_ok "$Q/summary.json" 'all(m["status"]=="planned" and m["batch_size"]>0 for m in d["meshes"])' && [ -s "$Q/memory.png" ] \
   && ok sweep_plan_only_8b_on_cpu || fail sweep_plan_only_8b_on_cpu "rc $rc: $(tail -2 "$T/plan8b.err")"
+# ---- grids: meshes x axis values, one cell each (its own search, record, row) ----------------------
+gbase='"world": 2, "meshes": ["1x2", "2x1"], "model": "tiny", "steps": 2, "lr": 0.003, "mem_budget": "16MiB", "batch_size": "max", "data": "'$DATA'", "timeout_s": 120'
+spec "$T/grid.json" '{"name": "grid", '"$gbase"', "seq_len": 32, "axes": {"checkpoint_activations": [false, true]}}'
+cells="1x2.ac=none 1x2.ac=full 2x1.ac=none 2x1.ac=full"
+# bad axes: exit 2 naming the key, before anything is written
+spec "$T/ga1.json" '{"name": "ga", '"$gbase"', "seq_len": 32, "axes": {"steps": [2, 4]}}'
+expect_exit sweep_grid_unknown_axis 2 'axes\.steps: not an option that can be swept' -- "$SWEEP" "$T/ga1.json" --out-dir "$T/gr"
+spec "$T/ga2.json" '{"name": "ga", '"$gbase"', "seq_len": 32, "axes": {"checkpoint_activations": ["none", 3]}}'
+expect_exit sweep_grid_axis_wrong_type 2 'axes\.checkpoint_activations\[1\]: expected' -- "$SWEEP" "$T/ga2.json" --out-dir "$T/gr"
+spec "$T/ga3.json" '{"name": "ga", '"$gbase"', "seq_len": 32, "axes": {"prefetch": []}}'
+expect_exit sweep_grid_axis_empty 2 'axes\.prefetch: expected a non-empty array' -- "$SWEEP" "$T/ga3.json" --out-dir "$T/gr"
+spec "$T/ga4.json" '{"name": "ga", '"$gbase"', "seq_len": 32, "axes": {"seq_len": [32, 64]}}'
+expect_exit sweep_grid_axis_repeats_top_level 2 'axes\.seq_len: also given at the top level' -- "$SWEEP" "$T/ga4.json" --out-dir "$T/gr"
+check sweep_grid_errors_write_nothing test ! -e "$T/gr"
+out=$("$SWEEP" "$T/grid.json" --dry-run --out-dir "$T/gdry" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q '^sweep: 4 cells (2 meshes x 2 settings)' <<<"$out" && [ "$(grep -c '2x1.ac=full  run: .*--checkpoint-activations' <<<"$out")" -eq 1 ] \
+  && ! grep -q '1x2.ac=none  run: .*--checkpoint-activations' <<<"$out" && [ ! -e "$T/gdry" ] && ok sweep_grid_dry_run \
+  || fail sweep_grid_dry_run "rc $rc: $(head -c 300 <<<"$out")"
+"$SWEEP" "$T/grid.json" --out-dir "$T/gres" > /dev/null 2> "$T/grid.err"; rc=$?
+G=$(latest "$T/gres/grid")
+if [ $rc -ne 0 ] || [ -z "$G" ]; then fail sweep_grid_runs "exit $rc: $(tail -3 "$T/grid.err")"; else
+  ok sweep_grid_runs
+  bad=""
+  for c in $cells; do
+    ck=$([ "${c#*ac=}" = full ] && echo True || echo False)
+    json_ok "$G/runs/$c.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]=='"$ck"' and d["config"]["seq_len"]==32' || bad="$bad $c"
+    # each cell's own search: the plan of that cell, confirmed by probes at b (fits) and b+1 (oom)
+    m=${c%%.*}; flag=$([ "$ck" = True ] && echo --checkpoint-activations)
+    "$TRAIN" --plan --world 2 --tp "${m#*x}" --batch-size max --mem-budget 16MiB --model tiny --seq-len 32 --backend cpu $flag \
+      --out "$T/gplan-$c.json" >/dev/null 2>&1 || bad="$bad $c:plan-exit-$?"
+    want=$(json_get "$T/gplan-$c.json" 'd["batch_size"]'); got=$(json_get "$G/runs/$c.json" 'd["batch_size"]')
+    [ "$want" = "$got" ] || bad="$bad $c:plan=$want,sweep=$got"
+    json_ok "$G/runs/$c.probe-b$got.json" 'd["status"]=="ok"' && json_ok "$G/runs/$c.probe-b$((got+1)).json" 'd["status"]=="oom"' || bad="$bad $c:probes"
+  done
+  [ -z "$bad" ] && ok sweep_grid_cell_records_and_search || fail sweep_grid_cell_records_and_search "$bad"
+  bn=$(json_get "$G/runs/2x1.ac=none.json" 'd["batch_size"]'); bf=$(json_get "$G/runs/2x1.ac=full.json" 'd["batch_size"]')
+  [ "$bf" -gt "$bn" ] && ok sweep_grid_checkpointing_raises_max_batch || fail sweep_grid_checkpointing_raises_max_batch "none $bn, full $bf"
+  check sweep_grid_summary json_ok "$G/summary.json" '[m["cell"] for m in d["meshes"]]=="'"$cells"'".split() and [m["mesh"] for m in d["meshes"]]==["1x2","1x2","2x1","2x1"] and [m["axes"]["checkpoint_activations"] for m in d["meshes"]]==["none","full"]*2 and d["axes"]==[{"key":"checkpoint_activations","short":"ac","values":["none","full"]}] and d["cells"]==4 and all(m["status"]=="ok" and len(m["max_batch_search"]["probes"])>=2 for m in d["meshes"])'
+  head -1 "$G/summary.csv" | grep -q '^cell,checkpoint_activations,mesh,dp,tp,batch_size,global_batch,tok_s,' && [ "$(grep -c '^2x1.ac=full,full,2x1,2,1,' "$G/summary.csv")" -eq 1 ] \
+    && ok sweep_grid_csv || fail sweep_grid_csv "$(head -2 "$G/summary.csv")"
+  bad=""
+  for ch in loss memory throughput max_batch_ac throughput_ac; do [ -s "$G/$ch.png" ] && [ -s "$G/$ch.svg" ] && grep -q "($ch.png)" "$G/report.md" || bad="$bad $ch"; done
+  [ -e "$G/max_batch.png" ] && bad="$bad max_batch.png(all cells on one line)"
+  [ -z "$bad" ] && json_ok "$G/summary.json" '"max_batch_ac.png" in d["charts"]' && grep -q '^# panel 1, ac=full' "$G/axis_ac.dat" \
+    && ok sweep_grid_charts_by_axis || fail sweep_grid_charts_by_axis "$bad"
+  fast=$(json_get "$G/summary.json" 'max(d["meshes"], key=lambda m: m["tok_s"])["cell"]')
+  sed -n 3p "$G/report.md" | grep -q "^Mode: \*\*largest batch\*\*.* Grid: 2 meshes × checkpoint_activations (ac: none, full) = 4 cells\. Fastest cell: \*\*$fast\*\*" \
+    && grep -q "^| ac=full | \[$bf\](runs/2x1.ac=full.json) | " "$G/report.md" && grep -q '^### checkpoint_activations (ac)' "$G/report.md" \
+    && ok sweep_grid_report_answers || fail sweep_grid_report_answers "want $fast: $(sed -n 3p "$G/report.md" | head -c 300)"
+  # resume per cell: a complete grid runs nothing; a cell whose record is gone runs again (its search is kept)
+  before=$(mtimes "$G")
+  "$SWEEP" "$T/grid.json" --out-dir "$T/gres" > /dev/null 2> "$T/grid2.err"; rc=$?
+  [ $rc -eq 0 ] && [ "$before" = "$(mtimes "$G")" ] && [ "$(grep -c 'skipped: resumed' "$T/grid2.err")" -eq 4 ] && ! grep -q 'probe b=' "$T/grid2.err" \
+    && ok sweep_grid_resume_skips_cells || fail sweep_grid_resume_skips_cells "rc $rc: $(grep -c skipped "$T/grid2.err") skipped"
+  rm "$G/runs/1x2.ac=full.json"
+  "$SWEEP" "$T/grid.json" --out-dir "$T/gres" > /dev/null 2> "$T/grid3.err"; rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c 'skipped: resumed' "$T/grid3.err")" -eq 3 ] && grep -q '1x2.ac=full  plan: max batch [0-9]* (done before)' "$T/grid3.err" \
+    && grep -q '1x2.ac=full  run b=[0-9]* steps=2 \.\.\.' "$T/grid3.err" && json_ok "$G/runs/1x2.ac=full.json" 'd["status"]=="ok"' \
+    && ok sweep_grid_resume_reruns_one_cell || fail sweep_grid_resume_reruns_one_cell "rc $rc: $(grep 1x2.ac=full "$T/grid3.err" | head -3)"
+  # the record checks are per cell: another cell's record (other checkpointing) is not this cell's
+  cp "$G/runs/2x1.ac=none.json" "$G/runs/2x1.ac=full.json"
+  "$SWEEP" "$T/grid.json" --out-dir "$T/gres" > /dev/null 2> "$T/grid4.err"; rc=$?
+  [ $rc -eq 0 ] && grep -q '2x1.ac=full  run: runs/2x1.ac=full.json is not a record of this launch (the record is of checkpoint_activations false; asked: full)' "$T/grid4.err" \
+    && json_ok "$G/runs/2x1.ac=full.json" 'd["status"]=="ok" and d["config"]["checkpoint_activations"]==True and d["batch_size"]=='"$bf" \
+    && [ "$(grep -c 'skipped: resumed' "$T/grid4.err")" -eq 3 ] && ok sweep_grid_record_of_other_cell_rerun \
+    || fail sweep_grid_record_of_other_cell_rerun "rc $rc: $(grep 2x1.ac=full "$T/grid4.err" | head -2)"
+  # --plan-only on the grid: a plan per cell, the same batches as the run's plans
+  "$SWEEP" "$T/grid.json" --plan-only --out-dir "$T/gplan" > /dev/null 2> "$T/gplan.err"; rc=$?
+  Q=$(latest "$T/gplan/grid")
+  [ $rc -eq 0 ] && [ "$(ls "$Q"/runs/*.plan.json | wc -l)" -eq 4 ] && [ -z "$(ls "$Q/runs" | grep -v '\.plan\.\(json\|log\)$')" ] \
+    && json_ok "$Q/summary.json" '[m["status"] for m in d["meshes"]]==["planned"]*4 and [m["batch_size"] for m in d["meshes"]]==[json.load(open("'"$T"'/gplan-"+m["cell"]+".json"))["batch_size"] for m in d["meshes"]] and d["charts"]==["memory.png","max_batch_ac.png"]' \
+    && grep -q '^# Plan of sweep' "$Q/report.md" && grep -q '^| ac=none | \[' "$Q/report.md" && ok sweep_grid_plan_only || fail sweep_grid_plan_only "rc $rc: $(tail -2 "$T/gplan.err")"
+fi
+# the 8B 8xH100 grid (4 meshes x 3 checkpointing settings x 2 sequence lengths) plans on the CPU; every:K
+# only where train takes it (until then those cells fail saying why)
+"$SWEEP" sweeps/llama3.1-8b-8xH100-grid.json --plan-only --out-dir "$T/plan" > /dev/null 2> "$T/g8b.err"; rc=$?
+Q=$(latest "$T/plan/llama3.1-8b-8xH100-grid")
+every_ok=$("$TRAIN" --help 2>&1 | grep -q 'every:K' && echo 1 || echo 0)
+[ $rc -eq 0 ] && json_ok "$Q/summary.json" 'len(d["meshes"])==24 and all(m["status"]=="planned" and m["batch_size"]>0 for m in d["meshes"] if "every" not in m["cell"]) and all((m["status"]=="planned") if '"$every_ok"' else (m["status"]=="failed" and "every:2" in m["error"]) for m in d["meshes"] if "every" in m["cell"]) and all(a["batch_size"] < b["batch_size"] for a in d["meshes"] for b in d["meshes"] if a["mesh"]==b["mesh"] and a["axes"]["seq_len"]==b["axes"]["seq_len"] and a["axes"]["checkpoint_activations"]=="none" and b["axes"]["checkpoint_activations"]=="full")' \
+  && ok sweep_grid_8b_plan_only || fail sweep_grid_8b_plan_only "rc $rc: $(tail -2 "$T/g8b.err")"
+# matched global batch: each mesh at its largest micro-batch, accumulated to G (needs train --global-batch)
+if ! "$TRAIN" --help 2>&1 | grep -q -- '--global-batch'; then
+  skip sweep_matched_global_batch "build/train --help has no --global-batch yet (gradient accumulation in train); the argv is unit-tested in test_sweep_grid"
+else
+  spec "$T/mg.json" '{"name": "mg", "world": 2, "meshes": ["1x2", "2x1"], "model": "tiny", "seq_len": 32, "steps": 3, "lr": 0.003,
+    "mem_budget": "16MiB", "batch_size": "max", "global_batch": 48, "data": "'"$DATA"'", "timeout_s": 120}'
+  "$SWEEP" "$T/mg.json" --out-dir "$T/res" > /dev/null 2> "$T/mg.err"; rc=$?
+  M=$(latest "$T/res/mg")
+  [ $rc -eq 0 ] && json_ok "$M/summary.json" 'd["mode"]=="matched_global_batch" and all(m["status"]=="ok" and m["global_batch"]==48 and 48 % (m["dp"]*m["batch_size"])==0 and m["grad_accum"]*m["dp"]*m["batch_size"]==48 for m in d["meshes"]) and d["loss_deviation"]["steps_compared"]==3 and d["loss_deviation"]["max_rel"] < 1e-3' \
+    && sed -n 3p "$M/report.md" | grep -q '^Mode: \*\*matched global batch\*\*.*same global batch in the same data order' \
+    && ok sweep_matched_global_batch || fail sweep_matched_global_batch "rc $rc: $(tail -2 "$T/mg.err")"
+  # the micro-batch is the largest divisor of G/dp that fits: the next divisor up does not
+  bad=""
+  for m in 1x2 2x1; do
+    b=$(json_get "$M/runs/$m.json" 'd["batch_size"]'); dp=${m%x*}; n=$((48 / dp)); nx=$((b + 1)); while [ $nx -le $n ] && [ $((n % nx)) -ne 0 ]; do nx=$((nx + 1)); done
+    [ $nx -gt $n ] || json_ok "$M/runs/$m.probe-b$nx.json" 'd["status"]=="oom"' || bad="$bad $m:b=$b,next=$nx"
+  done
+  [ -z "$bad" ] && ok sweep_matched_micro_batch_divides || fail sweep_matched_micro_batch_divides "$bad"
+fi
+# the runner's side of the matched mode against a stand-in train (memory: b fits up to 5 sequences at dp 1,
+# 3 at dp 2; its plan answers 5, not a divisor): the search walks the divisors of G/dp, passes --global-batch
+cat > "$T/fake_train" <<'PY'
+#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+def opt(k, d=None): return a[a.index(k) + 1] if k in a else d
+tp, b, g, out = int(opt("--tp")), opt("--batch-size"), int(opt("--global-batch", "0")), opt("--out")
+world = 2; dp = world // tp; limit = 5 if dp == 1 else 3
+open(out + ".argv", "a").write(" ".join(a) + "\n")
+if "--plan" in a:
+    json.dump({"schema": "meshsweep.plan/1", "world": world, "tp": tp, "batch_size": limit, "global_batch": dp * limit, "fits": True, "peak": 1}, open(out, "w"))
+    sys.exit(0)
+b = int(b); steps = int(opt("--steps")); n = g // (dp * b)
+rec = {"schema": "meshsweep.run/1", "mesh": {"world": world, "dp": dp, "tp": tp}, "batch_size": b, "micro_batch": b, "grad_accum": n,
+       "global_batch": dp * b * n, "config": {"steps": steps, "seq_len": int(opt("--seq-len"))}}
+if b > limit:
+    rec.update(status="oom", error="out of memory budget"); json.dump(rec, open(out, "w")); sys.exit(3)
+rec.update(status="ok", steps=[{"step": k, "loss": 5.0 - 0.1 * k, "ms": 10.0} for k in range(1, steps + 1)],
+           summary={"steps_done": steps, "tok_s": 1000.0 * dp, "final_loss": 5.0 - 0.1 * steps}, memory={"peak": 1})
+json.dump(rec, open(out, "w"))
+PY
+chmod +x "$T/fake_train"
+spec "$T/mf.json" '{"name": "mf", "world": 2, "meshes": ["1x2", "2x1"], "model": "tiny", "seq_len": 32, "steps": 3, "lr": 0.003,
+  "mem_budget": "16MiB", "batch_size": "max", "global_batch": 24, "data": "'"$DATA"'", "timeout_s": 60, "launcher": []}'
+"$SWEEP" "$T/mf.json" --out-dir "$T/res" --train "$T/fake_train" > /dev/null 2> "$T/mf.err"; rc=$?
+M=$(latest "$T/res/mf")
+[ $rc -eq 0 ] && json_ok "$M/summary.json" '[(m["batch_size"], m["grad_accum"], [p["batch_size"] for p in m["max_batch_search"]["probes"]]) for m in d["meshes"]]==[(4, 6, [4, 6]), (3, 4, [3, 4])] and d["loss_deviation"]["max_rel"]==0' \
+  && grep -q -- '--batch-size max --global-batch 24' "$M/runs/.1x2.plan.train.json.argv" && grep -q -- '--batch-size 4 --global-batch 24' "$M/runs/.1x2.train.json.argv" \
+  && grep -q '1x2  max micro-batch 4 per DP rank dividing 24: 6 micro-batches to global batch 24' "$T/mf.err" \
+  && sed -n 3p "$M/report.md" | grep -q '^Mode: \*\*matched global batch\*\*.*deviation between meshes: \*\*0\*\*.*same global batch in the same data order.*at equal tokens per step (768 on every mesh)' \
+  && ok sweep_matched_search_divisors || fail sweep_matched_search_divisors "rc $rc: $(tail -3 "$T/mf.err") $(sed -n 3p "$M/report.md" | head -c 300)"
+"$SWEEP" "$T/mf.json" --out-dir "$T/res" --train "$T/fake_train" > /dev/null 2> "$T/mf2.err"; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c 'skipped: resumed' "$T/mf2.err")" -eq 2 ] \
+  && json_ok "$M/summary.json" '[[p["batch_size"] for p in m["max_batch_search"]["probes"]] for m in d["meshes"]]==[[4, 6], [3, 4]] and not any(m["max_batch_search"]["capped_at_engine_limit"] for m in d["meshes"])' \
+  && ok sweep_matched_resume_keeps_search || fail sweep_matched_resume_keeps_search "rc $rc: $(tail -2 "$T/mf2.err")"
 # the max batch never goes past the engine's own limit (B x T <= 2^26 tokens per rank)
 spec "$T/cap.json" '{"name": "cap", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 256, "steps": 2, "lr": 0.003,
   "batch_size": "max", "mem_budget": "1000TB", "data": "'"$DATA"'", "timeout_s": 120}'

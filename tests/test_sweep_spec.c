@@ -205,7 +205,14 @@ static void test_errors(void) {
         expect_key_error(name, required[i], NULL, prefix);
     }
     expect_key_error("err_missing_batch", "batch_size", NULL, "batch_size: missing");
-    expect_key_error("err_both_batches", "global_batch", "8", "global_batch: cannot be given together");
+    {   /* a fixed batch with a global batch (with "max" it is the matched mode: tests/test_sweep_grid.c) */
+        char *t = spec_with("batch_size", "4");
+        json_t *o = json_loads(t, 0, NULL);
+        json_object_set_new(o, "global_batch", json_integer(8));
+        char *u = json_dumps(o, 0);
+        expect_error("err_both_batches", u, "global_batch: cannot be given together");
+        free(u), free(t), json_decref(o);
+    }
     expect_key_error("err_world_string", "world", "\"8\"", "world:");
     expect_key_error("err_world_zero", "world", "0", "world:");
     expect_key_error("err_steps_real", "steps", "1.5", "steps:");

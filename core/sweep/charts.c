@@ -6,10 +6,12 @@
 #include "core/sweep/charts.h"
 #include "core/common/errmsg.h"
 
+#include "core/sweep/grid.h"
 #include "core/sweep/launch.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,11 +32,58 @@ static void bar_label(const sweep_result *r, char *out, size_t cap) {
     else snprintf(out, cap, "\"%s (%s)\"", r->mesh->name, r->status[0] ? r->status : "not run");
 }
 
+/* ---- grids: one axis at a time ---------------------------------------------------------------- */
+
+/* The panel of cell c in the charts of axis k: its combination of the other axes' values. */
+static int panel_of(const sweep_spec *s, const sweep_mesh *c, int k) {
+    int p = 0;
+    for (int j = 0; j < s->n_axes; j++)
+        if (j != k) p = p * s->axes[j].n + c->value[j];
+    return p;
+}
+
+/* The cell of mesh `mesh` with value v of axis k in panel p (NULL: none). */
+static const sweep_result *cell_at(const sweep_report_ctx *c, int k, int p, int v, int mesh) {
+    for (int i = 0; i < c->n; i++) {
+        const sweep_mesh *m = c->res[i].mesh;
+        if (m->mesh_index == mesh && m->value[k] == v && panel_of(c->spec, m, k) == p) return &c->res[i];
+    }
+    return NULL;
+}
+
+/* axis_<short>.dat: for each panel, for each value of the axis, a block (gnuplot `index`) of rows
+ * "tp batch global_batch tok_s cell" in TP order; 0 where there is no measurement. */
+static int write_axis_data(const sweep_report_ctx *c, int k, char *err, size_t el) {
+    const sweep_spec *s = c->spec;
+    const sweep_axis *a = &s->axes[k];
+    int np = s->n_settings / a->n;
+    sweep_sbuf b = {0};
+    sweep_sb_printf(&b, "# %s (%s): one block per panel (the other axes' values) and value, %d x %d blocks\n"
+                        "# tp batch_per_dp_rank global_batch tok_s cell\n", a->key, a->short_name, np, a->n);
+    for (int p = 0; p < np; p++)
+        for (int v = 0; v < a->n; v++) {
+            sweep_sb_printf(&b, "%s# panel %d, %s=%s\n", p || v ? "\n\n" : "", p + 1, a->short_name, a->values[v].text);
+            for (int tp = 1, done = 0; done < s->n_meshes && tp <= s->world; tp++)
+                for (int mi = 0; mi < s->n_meshes; mi++) {
+                    if (s->meshes[mi].tp != tp) continue;
+                    done++;
+                    const sweep_result *r = cell_at(c, k, p, v, mi);
+                    if (!r) continue;
+                    double tok = sweep_record_num(r->record, c->plan_only ? "time.tok_s" : "summary.tok_s");
+                    sweep_sb_printf(&b, "%d %d %d %.3f %s\n", tp, r->batch_size, sweep_global_batch(r), zero_if_nan(tok),
+                                    r->mesh->name);
+                }
+        }
+    char name[64];
+    snprintf(name, sizeof name, "axis_%s.dat", a->short_name);
+    return sweep_sb_write(&b, c->dir, name, err, el);
+}
+
 int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
     const sweep_spec *s = c->spec;
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
-        double tok_per_step = (double)sweep_global_batch(r) * s->seq_len;
+        double tok_per_step = (double)sweep_global_batch(r) * r->mesh->seq_len;
         if (sweep_n_steps(r) > 0) {
             sweep_sbuf b = {0};
             sweep_sb_printf(&b, "# %s: training loss per step\n# step loss tokens_seen seconds (sum of step times)\n",
@@ -51,7 +100,7 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
                 else
                     sweep_sb_printf(&b, "%lld NaN %.0f %.4f\n", step, (double)step * tok_per_step, t);
             }
-            char name[96];
+            char name[SWEEP_CELL_NAME_MAX + 16];
             snprintf(name, sizeof name, "loss_%s.dat", r->mesh->name);
             if (sweep_sb_write(&b, c->dir, name, err, el)) return -1;
         }
@@ -73,7 +122,7 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
                 if (json_is_number(lv))
                     sweep_sb_printf(&b, "%lld %.7g %.0f %.4f\n", step, json_number_value(lv), (double)step * tok_per_step, t);
             }
-            char name[96];
+            char name[SWEEP_CELL_NAME_MAX + 16];
             snprintf(name, sizeof name, "eval_%s.dat", r->mesh->name);
             if (sweep_sb_write(&b, c->dir, name, err, el)) return -1;
         }
@@ -86,10 +135,10 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
     for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(&m, " %s", mem_cat_names[k]);
     sweep_sb_printf(&m, " peak_total\n");
     sweep_sb_printf(&mb, "# %s batch per mesh\n# tp dp batch_per_dp_rank global_batch mesh\n",
-              s->batch_mode == SWEEP_BATCH_MAX ? "largest fitting" : "configured");
+              sweep_batch_searched(s) ? "largest fitting" : "configured");
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
-        char label[80];
+        char label[SWEEP_CELL_NAME_MAX + 32];
         bar_label(r, label, sizeof label);
         sweep_sb_printf(&t, "%s %.3f %.3f %.4f %.4f\n", label, zero_if_nan(sweep_record_num(r->record, "summary.tok_s")),
                         zero_if_nan(sweep_record_num(r->record, "summary.tok_s_per_rank")),
@@ -124,32 +173,45 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
         free(mb.p);
         return -1;
     }
-    return sweep_sb_write(&mb, c->dir, "max_batch.dat", err, el);
+    if (sweep_sb_write(&mb, c->dir, "max_batch.dat", err, el)) return -1;
+    for (int k = 0; k < s->n_axes; k++)
+        if (write_axis_data(c, k, err, el)) return -1;
+    return 0;
 }
 
 /* ---- charts ----------------------------------------------------------------------------------- */
 
 typedef struct chart {
-    const char *out;       /* file name without extension */
+    char out[SWEEP_CHART_NAME_MAX];  /* file name without extension */
     const char *script;    /* template in plots/ */
+    int axis;              /* a grid's chart of one axis: its index; -1 otherwise */
+    const char *metric;    /* axis charts: "batch" or "tok_s" */
 } chart;
 
-static const chart charts[] = {
-    {"loss", "loss.gp"}, {"loss_tokens", "loss.gp"}, {"loss_time", "loss.gp"}, {"throughput", "throughput.gp"},
-    {"memory", "memory.gp"}, {"max_batch", "max_batch.gp"},
-};
-#define N_CHARTS ((int)(sizeof charts / sizeof charts[0]))
-
-const char *const *sweep_chart_names(int plan_only) {
-    static const char *const all[] = {"loss", "loss_tokens", "loss_time", "throughput", "memory", "max_batch", NULL};
-    static const char *const plans[] = {"memory", "max_batch", NULL};
-    return plan_only ? plans : all;
+/* The charts of this sweep, in the order of the report. A grid has no max_batch chart of all cells
+ * (one line through cells of different settings would mean nothing): one per axis instead. */
+static int chart_list(const sweep_report_ctx *c, chart *out, int cap) {
+    static const chart run[] = {{"loss", "loss.gp", -1, NULL},         {"loss_tokens", "loss.gp", -1, NULL},
+                                {"loss_time", "loss.gp", -1, NULL},    {"throughput", "throughput.gp", -1, NULL},
+                                {"memory", "memory.gp", -1, NULL},     {"max_batch", "max_batch.gp", -1, NULL}};
+    const sweep_spec *s = c->spec;
+    int n = 0;
+    for (int i = c->plan_only ? 4 : 0; i < 6 && n < cap; i++)
+        if (i < 5 || s->n_axes == 0) out[n++] = run[i];
+    for (int k = 0; k < s->n_axes; k++)
+        for (int m = 0; m < (c->plan_only ? 1 : 2) && n < cap; m++) {
+            chart *ch = &out[n++];
+            snprintf(ch->out, sizeof ch->out, "%s_%s", m ? "throughput" : "max_batch", s->axes[k].short_name);
+            ch->script = "axis.gp", ch->axis = k, ch->metric = m ? "tok_s" : "batch";
+        }
+    return n;
 }
 
-static int is_drawn(const sweep_report_ctx *c, const char *name) {
-    for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++)
-        if (strcmp(*n, name) == 0) return 1;
-    return 0;
+int sweep_chart_names(const sweep_report_ctx *c, char (*names)[SWEEP_CHART_NAME_MAX], int cap) {
+    chart list[SWEEP_MAX_CHARTS];
+    int n = chart_list(c, list, SWEEP_MAX_CHARTS);
+    for (int i = 0; i < n && i < cap; i++) memcpy(names[i], list[i].out, sizeof list[i].out);
+    return n < cap ? n : cap;
 }
 
 int sweep_chart_complete(const char *path) {
@@ -172,14 +234,38 @@ int sweep_chart_complete(const char *path) {
     return n >= 6 && memcmp(tail + n - 6, "</svg>", 6) == 0;
 }
 
-/* The -e text for one chart. Every value is generated by us from names that cannot hold quotes
- * (mesh names are digits and 'x', the sweep name is [A-Za-z0-9._-], sizes are checked). */
-static void chart_vars(const sweep_report_ctx *c, const chart *ch, const char *fmt, char *out, size_t cap) {
+/* The -e text of an axis chart: the axis, its values, and the panels (the other axes' values). */
+static void axis_vars(const sweep_report_ctx *c, const chart *ch, sweep_sbuf *b) {
+    const sweep_spec *s = c->spec;
+    const sweep_axis *a = &s->axes[ch->axis];
+    sweep_sb_printf(b, "; axis='%s'; axiskey='%s'; metric='%s'; data='axis_%s.dat'; values='", a->short_name, a->key,
+                    ch->metric, a->short_name);
+    for (int v = 0; v < a->n; v++) sweep_sb_printf(b, "%s%s", v ? " " : "", a->values[v].text);
+    sweep_sb_printf(b, "'; panels='");
+    int np = s->n_settings / a->n;
+    for (int p = 0; p < np; p++) {
+        char label[SWEEP_CELL_NAME_MAX + 1] = "";
+        for (int i = 0; i < c->n; i++)
+            if (panel_of(s, c->res[i].mesh, ch->axis) == p) {
+                sweep_setting_label(s, c->res[i].mesh, ch->axis, ",", label, sizeof label);
+                break;
+            }
+        sweep_sb_printf(b, "%s%s", p ? " " : "", label[0] ? label : "all");
+    }
+    sweep_sb_printf(b, "'");
+}
+
+/* The -e text for one chart (malloc'd; NULL out of memory). Every value is generated by us from names
+ * that cannot hold quotes (cell names are [A-Za-z0-9._=:-], the sweep name is [A-Za-z0-9._-], sizes
+ * are checked). */
+static char *chart_vars(const sweep_report_ctx *c, const chart *ch, const char *fmt) {
     const sweep_spec *s = c->spec;
     sweep_sbuf b = {0};
+    const char *mode = sweep_batch_searched(s) ? "max" : "fixed";
     sweep_sb_printf(&b, "fmt='%s'; out='.%s.%s.tmp'; name='%s'; world=%d; n=%d; mode='%s'; budget='%s'; budget_mib=%.4f; ",
-              fmt, ch->out, fmt, s->name, s->world, c->n, s->batch_mode == SWEEP_BATCH_MAX ? "max" : "fixed",
+              fmt, ch->out, fmt, s->name, s->world, c->n, mode,
               s->mem_budget ? s->mem_budget : "", s->mem_budget_bytes ? (double)s->mem_budget_bytes / MiB : -1.0);
+    if (s->n_axes) sweep_sb_printf(&b, "rotate=1; width=%d; ", c->n > 12 ? 1440 : 1120);
     sweep_sb_printf(&b, "xaxis='%s'; meshes='", strcmp(ch->out, "loss_tokens") == 0 ? "tokens"
                                                  : strcmp(ch->out, "loss_time") == 0 ? "time" : "step");
     int k = 0;
@@ -198,8 +284,12 @@ static void chart_vars(const sweep_report_ctx *c, const chart *ch, const char *f
         if (sweep_n_evals(&c->res[i]) > 0) sweep_sb_printf(&b, "%s%d", k++ ? " " : "", pos);
     }
     sweep_sb_printf(&b, "'");
-    snprintf(out, cap, "%s", b.oom || !b.p ? "" : b.p);
-    free(b.p);
+    if (ch->axis >= 0) axis_vars(c, ch, &b);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
 }
 
 int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
@@ -212,11 +302,17 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
     }
     int failed = 0;
     err[0] = '\0';
-    for (int i = 0; i < N_CHARTS; i++) {
-        for (int f = 0; f < 2 && is_drawn(c, charts[i].out); f++) {
+    chart charts[SWEEP_MAX_CHARTS];
+    int n_charts = chart_list(c, charts, SWEEP_MAX_CHARTS);
+    for (int i = 0; i < n_charts; i++) {
+        for (int f = 0; f < 2; f++) {
             const char *fmt = f ? "svg" : "png";
-            char vars[8192], script[4200], tmp[256], final[256];
-            chart_vars(c, &charts[i], fmt, vars, sizeof vars);
+            char script[4200], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+            char *vars = chart_vars(c, &charts[i], fmt);
+            if (!vars) {
+                errmsg_set(err, el, "chart %s.%s: out of memory", charts[i].out, fmt);
+                return -1;
+            }
             snprintf(script, sizeof script, "%s/%s", c->plots_dir, charts[i].script);
             char *argv[] = {(char *)c->gnuplot, "-e", vars, common, script, NULL};
             sweep_launch_opts o = {.argv = argv, .log_path = log, .append = 1, .cwd = c->dir, .timeout_s = 120};
@@ -224,6 +320,7 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
             snprintf(tmp, sizeof tmp, "%s/.%s.%s.tmp", c->dir, charts[i].out, fmt);
             snprintf(final, sizeof final, "%s/%s.%s", c->dir, charts[i].out, fmt);
             int rc = sweep_launch(&o, &r);
+            free(vars);
             struct stat st;
             int ran = rc == 0 && r.outcome == SWEEP_LAUNCH_EXITED && r.exit_code == 0;
             int wrote = ran && stat(tmp, &st) == 0 && st.st_size > 0;

@@ -6,6 +6,7 @@
  * (core/sweep/launch.c). */
 #include "core/sweep/runner.h"
 
+#include "core/sweep/grid.h"
 #include "core/sweep/launch.h"
 
 #include <dirent.h>
@@ -33,7 +34,7 @@ typedef struct launch_out {
 /* ---- small helpers ---------------------------------------------------------------------------- */
 
 void sweep_progress(const sweep_runner *R, const sweep_mesh *m, const char *fmt, ...) {
-    fprintf(stderr, "[%d/%d] %s  ", R->idx, R->spec->n_meshes, m->name);
+    fprintf(stderr, "[%d/%d] %s  ", R->idx, R->spec->n_cells, m->name);
     va_list ap;
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -120,9 +121,9 @@ static const char *check_record(const sweep_runner *R, const sweep_mesh *m, int 
         snprintf(buf, cap, "the record has %lld of %lld steps done (%zu listed); asked: %d steps",
                  rec_int(rec, "summary", "steps_done"), rec_int(rec, "config", "steps"),
                  json_array_size(json_object_get(rec, "steps")), want_steps);
-    else if (strcmp(st, "ok") == 0 && rec_int(rec, "config", "seq_len") != s->seq_len)
-        snprintf(buf, cap, "the record is of seq_len %lld; asked: %d", rec_int(rec, "config", "seq_len"), s->seq_len);
-    else return NULL;
+    else if (strcmp(st, "ok") == 0 && rec_int(rec, "config", "seq_len") != m->seq_len)
+        snprintf(buf, cap, "the record is of seq_len %lld; asked: %d", rec_int(rec, "config", "seq_len"), m->seq_len);
+    else return sweep_cell_record_mismatch(s, m, rec, buf, cap);
     return buf;
 }
 
@@ -186,8 +187,9 @@ static json_t *runner_record(const sweep_runner *R, const sweep_mesh *m, int bat
     for (int i = 0; argv && argv[i] && argv_j; i++) json_array_append_new(argv_j, json_string(argv[i]));
     json_t *r = json_pack("{s:s, s:s, s:s, s:{s:s, s:i, s:i}, s:{s:i, s:i, s:i}, s:i, s:i, s:[], s:[], s:n, s:n}",
                           "schema", "meshsweep.run/1", "status", status, "error", error ? error : "", "config",
-                          "model", s->model, "seq_len", s->seq_len, "steps", s->steps, "mesh", "world", s->world, "dp",
-                          m->dp, "tp", m->tp, "batch_size", batch, "global_batch", m->dp * batch, "steps", "eval",
+                          "model", s->model, "seq_len", m->seq_len, "steps", s->steps, "mesh", "world", s->world, "dp",
+                          m->dp, "tp", m->tp, "batch_size", batch, "global_batch",
+                          s->batch_mode == SWEEP_BATCH_MATCHED ? m->global_batch : m->dp * batch, "steps", "eval",
                           "summary", "memory");
     if (!r) {
         json_decref(argv_j);
@@ -288,7 +290,7 @@ static int launch_train(sweep_runner *R, const sweep_mesh *m, int kind, int batc
     else snprintf(intro, sizeof intro, "run b=%d steps=%d ... ", batch, R->spec->steps);
     memset(o, 0, sizeof *o);
     o->elapsed_s = -1;
-    char final[PATH_MAX], tmp[PATH_MAX], log[PATH_MAX], log_rel[256];
+    char final[PATH_MAX], tmp[PATH_MAX], log[PATH_MAX], log_rel[PATH_MAX];
     sweep_pathf(final, sizeof final, "%s/runs/%s.json", R->dir, base);
     sweep_pathf(tmp, sizeof tmp, "%s/runs/.%s.train.json", R->dir, base);
     sweep_pathf(log, sizeof log, "%s/runs/%s.log", R->dir, base);
@@ -318,8 +320,8 @@ static int launch_train(sweep_runner *R, const sweep_mesh *m, int kind, int batc
         sweep_argv_free(&a);
         return 0;
     }
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "[%d/%d] %s   ", R->idx, R->spec->n_meshes, m->name);
+    char prefix[SWEEP_CELL_NAME_MAX + 64];
+    snprintf(prefix, sizeof prefix, "[%d/%d] %s   ", R->idx, R->spec->n_cells, m->name);
     sweep_launch_opts lo = {.argv = a.v, .log_path = log, .timeout_s = R->spec->timeout_s,
                             .env_default = R->env_default, .progress = kind == SWEEP_ARGV_RUN ? prefix : NULL};
     sweep_launch_result lr;
@@ -438,7 +440,7 @@ int sweep_plan_mesh(sweep_runner *R, sweep_result *res) {
     int interrupted;
     res->plan_batch = -1;
     res->elapsed_s = -1;
-    int b = R->spec->batch_mode == SWEEP_BATCH_MAX ? 0 : m->batch_size;
+    int b = sweep_batch_searched(R->spec) ? 0 : m->batch_size;
     json_t *plan = launch_plan(R, m, b, res->error, sizeof res->error, &interrupted);
     if (interrupted) return SWEEP_EXIT_INTERRUPTED;
     if (!plan) {
@@ -447,9 +449,13 @@ int sweep_plan_mesh(sweep_runner *R, sweep_result *res) {
     }
     res->record = plan;
     res->batch_size = (int)rec_int(plan, "batch_size", NULL);
-    int cap = sweep_engine_max_batch(R->spec->seq_len);
-    /* train's plan stops at the same limit itself; at (or, from an older train, past) it the answer is the limit */
-    if (b == 0 && res->batch_size >= cap) res->batch_size = cap, res->capped = 1;
+    sweep_ladder l;
+    if (b == 0 && sweep_batch_ladder(R->spec, m, &l) == 0) {
+        /* train's plan stops at the same limit itself; at (or, from an older train, past) it the answer is the limit */
+        int top = sweep_ladder_at(&l, l.n);
+        if (res->batch_size >= top) res->batch_size = top, res->capped = l.top_capped;
+        sweep_ladder_free(&l);
+    }
     res->plan_batch = res->batch_size;
     snprintf(res->status, sizeof res->status, "planned");
     return 0;
@@ -464,7 +470,7 @@ static int probe(sweep_runner *R, sweep_result *res, int b) {
         snprintf(res->error, sizeof res->error, "max-batch search: more than %d probes", SWEEP_MAX_PROBES);
         return -1;
     }
-    char base[96];
+    char base[SWEEP_CELL_NAME_MAX + 32];
     snprintf(base, sizeof base, "%s.probe-b%d", m->name, b);
     launch_out o;
     int rc = launch_train(R, m, SWEEP_ARGV_PROBE, b, base, &o);
@@ -491,41 +497,87 @@ static int probe(sweep_runner *R, sweep_result *res, int b) {
     return -1;
 }
 
+int sweep_batch_ladder(const sweep_spec *s, const sweep_mesh *m, sweep_ladder *l) {
+    int cap = sweep_engine_max_batch(m->seq_len);
+    memset(l, 0, sizeof *l);
+    if (s->batch_mode != SWEEP_BATCH_MATCHED) {
+        l->n = cap, l->top_capped = 1;
+        return 0;
+    }
+    int d = m->global_batch / m->dp, n = 0;
+    for (int x = 1; (long long)x * x <= d; x++) n += d % x == 0 ? 2 : 0; /* at most 2 per pair */
+    l->v = malloc((size_t)(n > 0 ? n : 1) * sizeof *l->v);
+    if (!l->v) return -1;
+    for (int x = 1; (long long)x * x <= d; x++) /* the divisors up to sqrt(d) ascending, then their pairs */
+        if (d % x == 0 && x <= cap) l->v[l->n++] = x;
+    for (int k = l->n - 1; k >= 0; k--) {
+        int y = d / l->v[k];
+        if (y != l->v[k] && y <= cap) l->v[l->n++] = y;
+    }
+    l->top_capped = l->n == 0 || l->v[l->n - 1] != d;
+    return 0;
+}
+
+int sweep_ladder_at(const sweep_ladder *l, int p) { return l->v ? l->v[p - 1] : p; }
+void sweep_ladder_free(sweep_ladder *l) { free(l->v), memset(l, 0, sizeof *l); }
+
+/* The highest position whose batch is at most b (at least 1). */
+static int ladder_pos(const sweep_ladder *l, int b) {
+    if (!l->v) return b < 1 ? 1 : b > l->n ? l->n : b;
+    int p = 1;
+    while (p < l->n && l->v[p] <= b) p++;
+    return p;
+}
+
 /* Largest b with probe(b) fitting and probe(b+1) oom, starting at the plan's candidate: upward by
- * doubling steps or downward likewise until the answer is bracketed, then bisection. Never above
- * the engine's own limit: a fit there is the answer (res->capped). Returns b (0: not even b=1
- * fits), -1 failed (res->error), -SWEEP_EXIT_INTERRUPTED. */
-static int search_max_batch(sweep_runner *R, sweep_result *res, int candidate) {
-    int cap = sweep_engine_max_batch(R->spec->seq_len);
-    int lo = 0, hi = -1; /* lo: largest known fit (0 none); hi: smallest known oom (-1 none) */
-    int c = candidate < 1 ? 1 : candidate > cap ? cap : candidate;
-    int r = probe(R, res, c);
+ * doubling steps or downward likewise until the answer is bracketed, then bisection — over the
+ * positions of the ladder (b itself, or at a matched global batch the divisors of G/dp, so that the
+ * found micro-batch accumulates to G exactly). Never above the engine's own limit: a fit there is
+ * the answer (res->capped). Returns b (0: not even the smallest fits), -1 failed (res->error),
+ * -SWEEP_EXIT_INTERRUPTED. */
+static int search_ladder(sweep_runner *R, sweep_result *res, const sweep_ladder *l, int candidate) {
+    int n = l->n;
+    int lo = 0, hi = -1; /* positions: lo the largest known fit (0 none); hi the smallest known oom (-1 none) */
+    int c = ladder_pos(l, candidate);
+    int r = probe(R, res, sweep_ladder_at(l, c));
     if (r < 0) return r;
     if (r) lo = c;
     else hi = c;
     for (int step = 1; hi < 0; step *= 2) {
-        if (lo >= cap) {
-            res->capped = 1;
-            return lo;
+        if (lo >= n) {
+            res->capped = l->top_capped;
+            return sweep_ladder_at(l, lo);
         }
-        int b = lo + step > cap ? cap : lo + step;
-        if ((r = probe(R, res, b)) < 0) return r;
+        int b = lo + step > n ? n : lo + step;
+        if ((r = probe(R, res, sweep_ladder_at(l, b))) < 0) return r;
         if (r) lo = b;
         else hi = b;
     }
     for (int step = 1; lo == 0 && hi > 1; step *= 2) {
         int b = hi - step < 1 ? 1 : hi - step;
-        if ((r = probe(R, res, b)) < 0) return r;
+        if ((r = probe(R, res, sweep_ladder_at(l, b))) < 0) return r;
         if (r) lo = b;
         else hi = b;
     }
     while (lo >= 1 && hi - lo > 1) {
         int b = lo + (hi - lo) / 2;
-        if ((r = probe(R, res, b)) < 0) return r;
+        if ((r = probe(R, res, sweep_ladder_at(l, b))) < 0) return r;
         if (r) lo = b;
         else hi = b;
     }
-    return lo;
+    return lo ? sweep_ladder_at(l, lo) : 0;
+}
+
+static int search_max_batch(sweep_runner *R, sweep_result *res, int candidate) {
+    sweep_ladder l;
+    if (sweep_batch_ladder(R->spec, res->mesh, &l) != 0 || l.n == 0) {
+        snprintf(res->error, sizeof res->error, "max-batch search: %s", l.n ? "out of memory" : "no batch to try");
+        sweep_ladder_free(&l);
+        return -1;
+    }
+    int b = search_ladder(R, res, &l, candidate);
+    sweep_ladder_free(&l);
+    return b;
 }
 
 /* A mesh that is already complete in max mode: its plan and probes as found on disk. */
@@ -539,7 +591,7 @@ static void load_search_from_disk(sweep_runner *R, sweep_result *res) {
     sweep_pathf(runs, sizeof runs, "%s/runs", R->dir);
     DIR *d = opendir(runs);
     if (!d) return;
-    char prefix[64];
+    char prefix[SWEEP_CELL_NAME_MAX + 16];
     int pl = snprintf(prefix, sizeof prefix, "%s.probe-b", res->mesh->name);
     struct dirent *e;
     while ((e = readdir(d)) && res->n_probes < SWEEP_MAX_PROBES) {
@@ -569,8 +621,10 @@ static void load_search_from_disk(sweep_runner *R, sweep_result *res) {
             res->probes[j] = res->probes[j - 1];
             res->probes[j - 1] = t;
         }
-    int cap = sweep_engine_max_batch(R->spec->seq_len);
-    res->capped = res->batch_size >= cap;
+    sweep_ladder l;
+    if (sweep_batch_ladder(R->spec, res->mesh, &l) == 0 && l.n > 0)
+        res->capped = l.top_capped && res->batch_size >= sweep_ladder_at(&l, l.n);
+    sweep_ladder_free(&l);
 }
 
 /* ---- one mesh --------------------------------------------------------------------------------- */
@@ -621,7 +675,7 @@ static int find_max_batch(sweep_runner *R, sweep_result *res) {
     int interrupted;
     json_t *plan = launch_plan(R, m, 0, res->error, sizeof res->error, &interrupted);
     if (interrupted) return -SWEEP_EXIT_INTERRUPTED;
-    char log_rel[128];
+    char log_rel[PATH_MAX];
     snprintf(log_rel, sizeof log_rel, "runs/%s.plan.log", m->name);
     if (!plan) {
         mesh_ends_early(R, res, "failed", log_rel);
@@ -630,10 +684,10 @@ static int find_max_batch(sweep_runner *R, sweep_result *res) {
     int cand = (int)rec_int(plan, "batch_size", NULL);
     json_decref(plan);
     res->plan_batch = cand;
-    int cap = sweep_engine_max_batch(R->spec->seq_len);
+    int cap = sweep_engine_max_batch(m->seq_len);
     if (cand > cap)
         sweep_progress(R, m, "plan: %d is above the engine's limit of %d sequences per rank at seq_len %d: searching up "
-                       "to %d\n", cand, cap, R->spec->seq_len, cap);
+                       "to %d\n", cand, cap, m->seq_len, cap);
     int b = search_max_batch(R, res, cand);
     if (b == -SWEEP_EXIT_INTERRUPTED) return b;
     snprintf(log_rel, sizeof log_rel, "runs/%s.probe-b%d.log", m->name,
@@ -644,11 +698,15 @@ static int find_max_batch(sweep_runner *R, sweep_result *res) {
     }
     if (b == 0) {
         snprintf(res->error, sizeof res->error, "no batch size fits mem_budget %s: b=1 stops with oom",
-                 R->spec->mem_budget);
+                 m->mem_budget);
         mesh_ends_early(R, res, "oom", log_rel);
         return 0;
     }
-    if (res->capped) sweep_progress(R, m, "max batch %d per DP rank (global %d): the engine's limit, not the budget's\n", b,
+    if (R->spec->batch_mode == SWEEP_BATCH_MATCHED)
+        sweep_progress(R, m, "max micro-batch %d per DP rank dividing %d: %d micro-batches to global batch %d%s\n", b,
+                       m->global_batch / m->dp, m->global_batch / (m->dp * b), m->global_batch,
+                       res->capped ? " (the engine's limit, not the budget's)" : "");
+    else if (res->capped) sweep_progress(R, m, "max batch %d per DP rank (global %d): the engine's limit, not the budget's\n", b,
                               m->dp * b);
     else sweep_progress(R, m, "max batch %d per DP rank (global %d)\n", b, m->dp * b);
     return b;
@@ -662,7 +720,7 @@ int sweep_run_mesh(sweep_runner *R, sweep_result *res) {
     char final[PATH_MAX];
     sweep_pathf(final, sizeof final, "%s/runs/%s.json", R->dir, m->name);
     int b = m->batch_size;
-    if (s->batch_mode == SWEEP_BATCH_MAX) {
+    if (sweep_batch_searched(s)) {
         json_t *done = load_done(R, m, SWEEP_ARGV_RUN, -1, final, "run");
         if (done) { /* complete: nothing is launched again, not even the plan */
             res->record = done;

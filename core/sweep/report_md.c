@@ -6,6 +6,7 @@
 #include "core/sweep/report.h"
 #include "core/sweep/charts.h"
 #include "core/common/errmsg.h"
+#include "core/sweep/grid.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -45,22 +46,42 @@ static void answers(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
         if (isfinite(t) && t < best_t) best_t = t, first = i, first_step = step;
         if (big < 0 || sweep_global_batch(r) > sweep_global_batch(&c->res[big])) big = i;
     }
+    const sweep_spec *s = c->spec;
+    int matched = s->batch_mode == SWEEP_BATCH_MATCHED, grid = s->n_axes > 0;
+    if (grid || matched) sweep_md_mode(b, c);
     if (big < 0) {
-        sweep_sb_printf(b, "No mesh %s; there is nothing to compare.\n\n", c->plan_only ? "could be planned" : "finished ok");
+        sweep_sb_printf(b, "No %s %s; there is nothing to compare.\n\n", grid ? "cell" : "mesh",
+                        c->plan_only ? "could be planned" : "finished ok");
         return;
     }
+    if (matched) /* every mesh has the same global batch: the answer is the largest micro-batch */
+        for (int i = 0; i < c->n; i++)
+            if ((c->plan_only ? !strcmp(c->res[i].status, "planned") : is_ok(&c->res[i])) &&
+                c->res[i].batch_size > c->res[big].batch_size)
+                big = i;
     if (c->plan_only) {
         const sweep_result *r = &c->res[big];
-        sweep_sb_printf(b, "Largest planned global batch: **%s**, %d sequences (%d per DP rank), planned peak %.1f MiB "
-                           "per rank. No run was launched: these are plans.\n\n",
-                        r->mesh->name, sweep_global_batch(r), r->batch_size,
-                        sweep_record_num(r->record, "peak") / MiB);
+        if (matched)
+            sweep_sb_printf(b, "Largest planned micro-batch: **%s**, %d per DP rank (%d micro-batches to global batch %d), "
+                               "planned peak %.1f MiB per rank. ", r->mesh->name, r->batch_size, sweep_grad_accum(r),
+                            sweep_global_batch(r), sweep_record_num(r->record, "peak") / MiB);
+        else
+            sweep_sb_printf(b, "Largest planned global batch: **%s**, %d sequences (%d per DP rank), planned peak %.1f MiB "
+                               "per rank. ", r->mesh->name, sweep_global_batch(r), r->batch_size,
+                            sweep_record_num(r->record, "peak") / MiB);
+        if (grid) sweep_md_fastest_planned(b, c);
+        sweep_sb_printf(b, "No run was launched: these are plans.\n\n");
         return;
     }
+    if (matched) sweep_md_matched_agreement(b, c);
     if (fast >= 0) {
         const sweep_result *r = &c->res[fast];
-        sweep_sb_printf(b, "Highest throughput: **%s**, %.0f tokens/s at batch %d per DP rank (global %d). ",
-                        r->mesh->name, best_tok, r->batch_size, sweep_global_batch(r));
+        char tokens[96] = "";
+        if (matched && !grid) snprintf(tokens, sizeof tokens, " at equal tokens per step (%lld on every mesh)",
+                                       (long long)sweep_global_batch(r) * r->mesh->seq_len);
+        sweep_sb_printf(b, "%s%s: **%s**, %.0f tokens/s at batch %d per DP rank (global %d). ",
+                        grid ? "Fastest cell" : "Highest throughput", tokens, r->mesh->name, best_tok, r->batch_size,
+                        sweep_global_batch(r));
     }
     const char *from = c->spec->target_loss > 0 ? "the spec's target_loss" : "the highest final loss among the meshes";
     if (first >= 0)
@@ -69,8 +90,12 @@ static void answers(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
     else if (isfinite(target))
         sweep_sb_printf(b, "No mesh reached loss %.4f (%s). ", target, from);
     const sweep_result *r = &c->res[big];
-    sweep_sb_printf(b, "Largest global batch: **%s**, %d sequences (%d per DP rank).\n\n", r->mesh->name,
-                    sweep_global_batch(r), r->batch_size);
+    if (matched)
+        sweep_sb_printf(b, "Largest micro-batch: **%s**, %d per DP rank (%d micro-batches per step).\n\n", r->mesh->name,
+                        r->batch_size, sweep_grad_accum(r));
+    else
+        sweep_sb_printf(b, "Largest global batch: **%s**, %d sequences (%d per DP rank).\n\n", r->mesh->name,
+                        sweep_global_batch(r), r->batch_size);
 }
 
 /* ---- hosts and cores -------------------------------------------------------------------------- */
@@ -138,18 +163,29 @@ static void cores_paragraph(sweep_sbuf *b, const sweep_report_ctx *c) {
 
 static void setup_lines(sweep_sbuf *b, const sweep_report_ctx *c) {
     const sweep_spec *s = c->spec;
-    sweep_sb_printf(b, "Model `%s`, %d ranks (`%s` backend), sequence length %d, %d steps, lr %g", s->model, s->world,
-                    s->backend, s->seq_len, s->steps, s->lr);
+    sweep_sb_printf(b, "Model `%s`, %d ranks (`%s` backend), ", s->model, s->world, s->backend);
+    if (s->seq_len) sweep_sb_printf(b, "sequence length %d", s->seq_len);
+    else sweep_sb_printf(b, "sequence length per cell (axis seq)");
+    sweep_sb_printf(b, ", %d steps, lr %g", s->steps, s->lr);
     if (s->mem_budget) sweep_sb_printf(b, ", memory budget %s per rank", s->mem_budget);
+    else if (sweep_axes_has(s->json, "mem_budget")) sweep_sb_printf(b, ", memory budget per cell (axis mem)");
     if (s->gpu && c->plan_only) sweep_sb_printf(b, ", planned for GPU `%s`", s->gpu);
     sweep_sb_printf(b, ".\n");
     if (s->batch_mode == SWEEP_BATCH_MAX)
         sweep_sb_printf(b, c->plan_only ? "Batch: the largest that the plan fits in the budget on each mesh.\n"
                                         : "Batch: the largest that fits the budget on each mesh (plan, then confirmed "
                                           "by short probe runs at b and b+1).\n");
-    else if (s->batch_mode == SWEEP_BATCH_GLOBAL)
+    else if (s->batch_mode == SWEEP_BATCH_GLOBAL && s->global_batch)
         sweep_sb_printf(b, "Batch: global batch %d sequences on every mesh (batch per DP rank = %d / dp).\n",
                         s->global_batch, s->global_batch);
+    else if (s->batch_mode == SWEEP_BATCH_GLOBAL)
+        sweep_sb_printf(b, "Batch: the cell's global batch (axis gb) on every mesh, batch per DP rank = G / dp.\n");
+    else if (s->batch_mode == SWEEP_BATCH_MATCHED)
+        sweep_sb_printf(b, "Batch: the global batch G%s is the same on every mesh; the batch per DP rank is the largest "
+                           "micro-batch that fits the budget and divides G / dp (%s), and train accumulates G / (dp × "
+                           "micro-batch) micro-batches per optimizer step (`--global-batch`).\n",
+                        s->global_batch ? "" : " of the cell (axis gb)",
+                        c->plan_only ? "the plan's" : "plan, then confirmed by short probe runs at it and the next divisor");
     else
         sweep_sb_printf(b, "Batch: as given in the spec, per DP rank.\n");
     sweep_sb_printf(b, "Folder `%s` created %s; this report written by the invocation started %s. Spec: "
@@ -167,8 +203,8 @@ static void setup_lines(sweep_sbuf *b, const sweep_report_ctx *c) {
 /* ---- tables ----------------------------------------------------------------------------------- */
 
 static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
-    sweep_sb_printf(b, "| mesh | dp | tp | batch / DP rank | global batch | tok/s | tok/s per rank | MFU (1 core per rank) | "
-                       "MFU (core share) | peak MiB | final loss | final eval loss | s to loss ");
+    sweep_sb_printf(b, "| %s | dp | tp | batch / DP rank | global batch | tok/s | tok/s per rank | MFU (1 core per rank) | "
+                       "MFU (core share) | peak MiB | final loss | final eval loss | s to loss ", c->spec->n_axes ? "cell" : "mesh");
     if (isfinite(target)) sweep_sb_printf(b, "%.4f", target);
     else sweep_sb_printf(b, "n/a");
     sweep_sb_printf(b, " | status |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
@@ -192,7 +228,8 @@ static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
 }
 
 static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
-    sweep_sb_printf(b, "| mesh | dp | tp | planned batch / DP rank | global batch | planned peak MiB |");
+    sweep_sb_printf(b, "| %s | dp | tp | planned batch / DP rank | global batch | planned peak MiB |",
+                    c->spec->n_axes ? "cell" : "mesh");
     for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(b, " %s MiB |", mem_cat_names[k]);
     sweep_sb_printf(b, " fits | status |\n|---|---:|---:|---:|---:|---:|");
     for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(b, "---:|");
@@ -216,7 +253,7 @@ static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
 }
 
 static void max_batch_section(sweep_sbuf *b, const sweep_report_ctx *c) {
-    sweep_sb_printf(b, "## Largest batch per mesh\n\n");
+    sweep_sb_printf(b, "## Largest batch per %s\n\n", c->spec->n_axes ? "cell" : "mesh");
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
         sweep_sb_printf(b, "- **%s**: plan ", r->mesh->name);
@@ -231,15 +268,30 @@ static void max_batch_section(sweep_sbuf *b, const sweep_report_ctx *c) {
                                                                                      : st);
         }
         if (!r->n_probes) sweep_sb_printf(b, " none");
-        sweep_sb_printf(b, " → **%d** per DP rank (global %d)%s\n", r->batch_size, r->mesh->dp * r->batch_size,
-                        r->capped ? ": the engine's own batch limit, not the memory budget's" : "");
+        if (c->spec->batch_mode == SWEEP_BATCH_MATCHED)
+            sweep_sb_printf(b, " → micro-batch **%d** per DP rank × %d (global %d)%s\n", r->batch_size, sweep_grad_accum(r),
+                            sweep_global_batch(r), r->capped ? ": the engine's own batch limit, not the memory budget's" : "");
+        else
+            sweep_sb_printf(b, " → **%d** per DP rank (global %d)%s\n", r->batch_size, r->mesh->dp * r->batch_size,
+                            r->capped ? ": the engine's own batch limit, not the memory budget's" : "");
     }
     sweep_sb_printf(b, "\n");
 }
 
 /* ---- charts and problems ---------------------------------------------------------------------- */
 
-static const char *chart_title(const char *n) {
+static const char *chart_title(const sweep_report_ctx *c, const char *n, char *buf, size_t cap) {
+    for (int k = 0; k < c->spec->n_axes; k++) { /* a grid's charts of one axis */
+        const sweep_axis *a = &c->spec->axes[k];
+        char mb[SWEEP_CHART_NAME_MAX], th[SWEEP_CHART_NAME_MAX];
+        snprintf(mb, sizeof mb, "max_batch_%s", a->short_name);
+        snprintf(th, sizeof th, "throughput_%s", a->short_name);
+        if (strcmp(n, mb) == 0 || strcmp(n, th) == 0) {
+            snprintf(buf, cap, "%s vs TP degree, one line per value of %s (%s); one panel per setting of the other axes",
+                     strcmp(n, mb) == 0 ? "Batch per DP rank" : "Tokens/s", a->key, a->short_name);
+            return buf;
+        }
+    }
     static const struct { const char *name, *title, *data; } t[] = {
         {"loss", "Training loss vs step", "loss_<mesh>.dat"},
         {"loss_tokens", "Training loss vs tokens seen", "loss_<mesh>.dat"},
@@ -255,28 +307,31 @@ static const char *chart_title(const char *n) {
 
 static void charts_section(sweep_sbuf *b, const sweep_report_ctx *c) {
     sweep_sb_printf(b, "## Charts\n\n");
-    int missing = 0;
-    for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++) {
+    char names[SWEEP_MAX_CHARTS][SWEEP_CHART_NAME_MAX], title[400];
+    int nc = sweep_chart_names(c, names, SWEEP_MAX_CHARTS), missing = 0;
+    for (int i = 0; i < nc; i++) {
+        const char *n = names[i];
         char png[4200], svg[4200];
-        snprintf(png, sizeof png, "%s/%s.png", c->dir, *n);
-        snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, *n);
+        snprintf(png, sizeof png, "%s/%s.png", c->dir, n);
+        snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, n);
         int have_png = sweep_chart_complete(png), have_svg = sweep_chart_complete(svg);
         if (!have_png && !have_svg) {
             missing++;
             continue;
         }
-        sweep_sb_printf(b, "### %s\n\n", chart_title(*n));
-        if (have_png) sweep_sb_printf(b, "![%s](%s.png)\n\n", chart_title(*n), *n);
-        if (have_svg) sweep_sb_printf(b, "[SVG](%s.svg)\n\n", *n);
+        const char *t = chart_title(c, n, title, sizeof title);
+        sweep_sb_printf(b, "### %s\n\n", t);
+        if (have_png) sweep_sb_printf(b, "![%s](%s.png)\n\n", t, n);
+        if (have_svg) sweep_sb_printf(b, "[SVG](%s.svg)\n\n", n);
     }
     if (missing) {
         sweep_sb_printf(b, "Not drawn (see `gnuplot.log`):");
         int k = 0;
-        for (const char *const *n = sweep_chart_names(c->plan_only); *n; n++) {
+        for (int i = 0; i < nc; i++) {
             char png[4200], svg[4200];
-            snprintf(png, sizeof png, "%s/%s.png", c->dir, *n);
-            snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, *n);
-            if (!sweep_chart_complete(png) && !sweep_chart_complete(svg)) sweep_sb_printf(b, "%s %s", k++ ? "," : "", *n);
+            snprintf(png, sizeof png, "%s/%s.png", c->dir, names[i]);
+            snprintf(svg, sizeof svg, "%s/%s.svg", c->dir, names[i]);
+            if (!sweep_chart_complete(png) && !sweep_chart_complete(svg)) sweep_sb_printf(b, "%s %s", k++ ? "," : "", names[i]);
         }
         sweep_sb_printf(b, ".\n\n");
     }
@@ -287,11 +342,11 @@ static void problems_section(sweep_sbuf *b, const sweep_report_ctx *c) {
     int problems = 0;
     for (int i = 0; i < c->n; i++) problems += strcmp(c->res[i].status, good) != 0;
     if (!problems) return;
-    sweep_sb_printf(b, "## %s\n\n", c->plan_only ? "Meshes that could not be planned" : "Runs that did not finish ok");
+    sweep_sb_printf(b, "## %s\n\n", c->plan_only ? (c->spec->n_axes ? "Cells that could not be planned" : "Meshes that could not be planned") : "Runs that did not finish ok");
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
         if (strcmp(r->status, good) == 0) continue;
-        char line[400], log[128];
+        char line[400], log[SWEEP_CELL_NAME_MAX + 32];
         one_line(r->error[0] ? r->error : "(no message)", line, sizeof line);
         const char *rl = json_string_value(sweep_record_get(r->record, "runner.log"));
         if (rl && strlen(rl) < sizeof log && strncmp(rl, "runs/", 5) == 0) snprintf(log, sizeof log, "%s", rl);
@@ -316,18 +371,10 @@ int sweep_write_report_md(const sweep_report_ctx *c, int charts_ok, char *err, s
     sweep_sb_printf(&b, "## Results\n\n");
     if (c->plan_only) plan_table(&b, c);
     else run_table(&b, c, target);
-    if (s->batch_mode == SWEEP_BATCH_MAX && !c->plan_only) max_batch_section(&b, c);
-    if (s->batch_mode == SWEEP_BATCH_GLOBAL && !c->plan_only) {
-        sweep_deviation d;
-        sweep_loss_deviation(c->res, c->n, &d, NULL);
-        sweep_sb_printf(&b, "## Loss agreement between meshes\n\n");
-        if (d.at_mesh >= 0)
-            sweep_sb_printf(&b, "Largest relative loss deviation from %s over %d steps: **%.3g** (mesh %s, step %d).\n\n",
-                            c->res[d.ref].mesh->name, d.steps_compared, d.max_rel, c->res[d.at_mesh].mesh->name,
-                            d.at_step);
-        else
-            sweep_sb_printf(&b, "Nothing to compare (fewer than two meshes produced losses).\n\n");
-    }
+    sweep_md_grid_tables(&b, c);
+    if (sweep_batch_searched(s) && !c->plan_only) max_batch_section(&b, c);
+    if ((s->batch_mode == SWEEP_BATCH_GLOBAL || s->batch_mode == SWEEP_BATCH_MATCHED) && !c->plan_only)
+        sweep_md_deviation_section(&b, c);
     charts_section(&b, c);
     problems_section(&b, c);
     return sweep_sb_write(&b, c->dir, "report.md", err, el);

@@ -78,7 +78,15 @@ double sweep_record_num(json_t *record, const char *path) {
 int sweep_global_batch(const sweep_result *r) {
     double g = sweep_record_num(r->record, "global_batch");
     if (isfinite(g) && g > 0) return (int)g;
+    if (r->mesh->global_batch > 0) return r->mesh->global_batch; /* equivalence (= dp x batch) or matched */
     return r->mesh->dp * r->batch_size;
+}
+
+int sweep_grad_accum(const sweep_result *r) {
+    double n = sweep_record_num(r->record, "grad_accum");
+    if (isfinite(n) && n >= 1) return (int)n;
+    long long per = (long long)r->mesh->dp * r->batch_size;
+    return per > 0 && sweep_global_batch(r) % per == 0 ? (int)(sweep_global_batch(r) / per) : 0;
 }
 
 size_t sweep_n_steps(const sweep_result *r) {
@@ -190,11 +198,15 @@ double sweep_seconds_to_loss(const sweep_result *r, double x, int *step) {
 /* ---- equivalence: loss deviation between meshes ----------------------------------------------- */
 
 void sweep_loss_deviation(const sweep_result *res, int n, sweep_deviation *d, json_t **per_step) {
+    sweep_loss_deviation_setting(res, n, -1, d, per_step);
+}
+
+void sweep_loss_deviation_setting(const sweep_result *res, int n, int setting, sweep_deviation *d, json_t **per_step) {
     memset(d, 0, sizeof *d);
     d->ref = -1, d->at_step = -1, d->at_mesh = -1;
     if (per_step) *per_step = json_array();
     for (int i = 0; i < n && d->ref < 0; i++)
-        if (sweep_n_steps(&res[i]) > 0) d->ref = i;
+        if (sweep_n_steps(&res[i]) > 0 && (setting < 0 || res[i].mesh->setting == setting)) d->ref = i;
     if (d->ref < 0) return;
     json_t *ref = json_object_get(res[d->ref].record, "steps");
     for (size_t k = 0; k < json_array_size(ref); k++) {
@@ -206,7 +218,7 @@ void sweep_loss_deviation(const sweep_result *res, int n, sweep_deviation *d, js
         long long step = json_integer_value(sv);
         double step_max = -1;
         for (int m = 0; m < n; m++) {
-            if (m == d->ref || !res[m].record) continue;
+            if (m == d->ref || !res[m].record || (setting >= 0 && res[m].mesh->setting != setting)) continue;
             json_t *steps = json_object_get(res[m].record, "steps");
             for (size_t j = 0; j < json_array_size(steps); j++) {
                 json_t *ms = json_array_get(steps, j);

@@ -43,6 +43,8 @@ typedef struct sweep_deviation {
 
 /* Compute the deviation; per_step (may be NULL) receives [{"step", "max_rel"}] (new reference). */
 void sweep_loss_deviation(const sweep_result *res, int n, sweep_deviation *d, json_t **per_step);
+/* The same over the cells of one setting of a grid (mesh->setting == setting; -1: every cell). */
+void sweep_loss_deviation_setting(const sweep_result *res, int n, int setting, sweep_deviation *d, json_t **per_step);
 
 typedef struct sweep_report_ctx {
     const sweep_spec *spec;
@@ -64,6 +66,9 @@ json_t *sweep_record_get(json_t *record, const char *path);
 /* ---- derived numbers, shared by the summary, charts and report -------------------------------- */
 
 int sweep_global_batch(const sweep_result *r);
+/* Micro-batches per optimizer step at a matched global batch: the record's grad_accum, else
+ * global / (dp x batch); 0 when unknown (no batch). */
+int sweep_grad_accum(const sweep_result *r);
 size_t sweep_n_steps(const sweep_result *r);
 size_t sweep_n_evals(const sweep_result *r);
 /* MFU against the compute share each rank had, peak x min(1, cores/ranks) per host: the record's

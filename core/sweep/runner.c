@@ -9,6 +9,7 @@
 
 #include "core/formats/config.h"
 #include "core/sweep/folder.h"
+#include "core/sweep/grid.h"
 #include "core/sweep/launch.h"
 
 #include <errno.h>
@@ -212,13 +213,14 @@ static int prepare_folder(sweep_runner *R, const char *base, const sweep_run_opt
 
 static int dry_run(sweep_runner *R, const char *base, int plan_only) {
     const sweep_spec *s = R->spec;
-    fprintf(stderr, "sweep: %d meshes; results would go to %s/<UTC timestamp>/ (or the latest matching one)\n",
-            s->n_meshes, base);
-    for (int i = 0; i < s->n_meshes; i++) {
-        const sweep_mesh *m = &s->meshes[i];
+    char what[64];
+    sweep_count_text(s, what, sizeof what);
+    fprintf(stderr, "sweep: %s; results would go to %s/<UTC timestamp>/ (or the latest matching one)\n", what, base);
+    for (int i = 0; i < s->n_cells; i++) {
+        const sweep_mesh *m = &s->cells[i];
         R->idx = i + 1;
         sweep_argv a = {0};
-        int max = s->batch_mode == SWEEP_BATCH_MAX;
+        int max = sweep_batch_searched(s);
         if (max || plan_only) {
             if (sweep_train_argv(s, m, SWEEP_ARGV_PLAN, max ? 0 : m->batch_size, R->train, "runs/.plan.json", &a))
                 return SWEEP_EXIT_IO;
@@ -226,7 +228,8 @@ static int dry_run(sweep_runner *R, const char *base, int plan_only) {
             sweep_print_argv(stderr, a.v);
             sweep_argv_free(&a);
             if (plan_only) continue;
-            sweep_progress(R, m, "then probes at the planned b and b+1 (--steps 2), then the run at the confirmed b:\n");
+            sweep_progress(R, m, "then probes at the planned b and %s (--steps 2), then the run at the confirmed b:\n",
+                           s->batch_mode == SWEEP_BATCH_MATCHED ? "the next divisor of G/dp up" : "b+1");
         }
         if (sweep_train_argv_env(s, m, SWEEP_ARGV_RUN, max ? 0 : m->batch_size, R->train, "runs/.run.json",
                                  R->forward_env, &a))
@@ -252,7 +255,7 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
     char err[1024], created[32];
     sweep_folder_created(R->dir, created, sizeof created);
     const char *gp = getenv("MESHSWEEP_GNUPLOT");
-    sweep_report_ctx c = {.spec = s, .res = res, .n = s->n_meshes, .dir = R->dir, .plots_dir = R->plots,
+    sweep_report_ctx c = {.spec = s, .res = res, .n = s->n_cells, .dir = R->dir, .plots_dir = R->plots,
                           .gnuplot = gp && *gp ? gp : "gnuplot", .started_utc = started,
                           .created_utc = created[0] ? created : started, .stamp = R->stamp, .plan_only = plan_only};
     int ok = 1, status = 0;
@@ -271,25 +274,29 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
     if (sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
     else if (ok && sweep_write_report_md(&c, charts_ok, err, sizeof err) != 0) fprintf(stderr, "sweep: %s\n", err);
     else report_ok = ok;
-    if (s->batch_mode == SWEEP_BATCH_GLOBAL && !plan_only) {
-        sweep_deviation d;
-        sweep_loss_deviation(res, s->n_meshes, &d, NULL);
-        if (d.at_mesh >= 0)
-            fprintf(stderr, "sweep: largest relative loss deviation from %s: %.3g (mesh %s, step %d, %d steps compared)\n",
-                    res[d.ref].mesh->name, d.max_rel, res[d.at_mesh].mesh->name, d.at_step, d.steps_compared);
-        else
-            fprintf(stderr, "sweep: loss deviation: nothing to compare\n");
-    }
+    if ((s->batch_mode == SWEEP_BATCH_GLOBAL || s->batch_mode == SWEEP_BATCH_MATCHED) && !plan_only)
+        for (int t = 0; t < s->n_settings; t++) {
+            sweep_deviation d;
+            char label[SWEEP_CELL_NAME_MAX + 8];
+            sweep_loss_deviation_setting(res, s->n_cells, s->n_axes ? t : -1, &d, NULL);
+            sweep_setting_label(s, &s->cells[t], -1, " ", label, sizeof label);
+            if (d.at_mesh >= 0)
+                fprintf(stderr, "sweep: %s%slargest relative loss deviation from %s: %.3g (mesh %s, step %d, %d steps "
+                                "compared)\n", label, *label ? ": " : "", res[d.ref].mesh->name, d.max_rel,
+                        res[d.at_mesh].mesh->name, d.at_step, d.steps_compared);
+            else
+                fprintf(stderr, "sweep: %s%sloss deviation: nothing to compare\n", label, *label ? ": " : "");
+        }
     int n_ok = 0;
     const char *want = plan_only ? "planned" : "ok";
-    for (int i = 0; i < s->n_meshes; i++) n_ok += strcmp(res[i].status, want) == 0;
+    for (int i = 0; i < s->n_cells; i++) n_ok += strcmp(res[i].status, want) == 0;
     if (status != SWEEP_EXIT_INTERRUPTED) {
         if (report_ok)
-            fprintf(stderr, "sweep: %d of %d %s %s; report: %s/report.md\n", n_ok, s->n_meshes,
-                    plan_only ? "meshes" : "runs", want, R->dir);
+            fprintf(stderr, "sweep: %d of %d %s %s; report: %s/report.md\n", n_ok, s->n_cells,
+                    plan_only ? (s->n_axes ? "cells" : "meshes") : "runs", want, R->dir);
         else
             fprintf(stderr, "sweep: %d of %d %s %s; no report (see above); results so far in %s\n", n_ok,
-                    s->n_meshes, plan_only ? "meshes" : "runs", want, R->dir);
+                    s->n_cells, plan_only ? (s->n_axes ? "cells" : "meshes") : "runs", want, R->dir);
         if (!ok || !charts_ok || !report_ok || R->io_error) status = SWEEP_EXIT_IO;
     }
     return status;
@@ -298,15 +305,15 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
 /* Every mesh in order, then the outputs. Returns the exit status. */
 static int run_all(sweep_runner *R, const char *started, int plan_only) {
     const sweep_spec *s = R->spec;
-    sweep_result *res = calloc((size_t)s->n_meshes, sizeof *res);
+    sweep_result *res = calloc((size_t)s->n_cells, sizeof *res);
     if (!res) {
         fprintf(stderr, "sweep: out of memory\n");
         return SWEEP_EXIT_IO;
     }
     int status = 0;
-    for (int i = 0; i < s->n_meshes; i++) {
+    for (int i = 0; i < s->n_cells; i++) {
         R->idx = i + 1;
-        res[i].mesh = &s->meshes[i];
+        res[i].mesh = &s->cells[i];
         int rc = sweep_launch_interrupted() ? SWEEP_EXIT_INTERRUPTED
                  : plan_only                ? sweep_plan_mesh(R, &res[i])
                                             : sweep_run_mesh(R, &res[i]);
@@ -328,7 +335,7 @@ static int run_all(sweep_runner *R, const char *started, int plan_only) {
                 R->dir);
     else
         status = write_outputs(R, res, started, plan_only);
-    for (int i = 0; i < s->n_meshes; i++) json_decref(res[i].record);
+    for (int i = 0; i < s->n_cells; i++) json_decref(res[i].record);
     free(res);
     return status;
 }
@@ -363,7 +370,9 @@ static int run_spec(sweep_runner *R, const sweep_run_opts *o) {
     int lock_fd = -1;
     rc = prepare_folder(R, base, o, &lock_fd);
     if (!rc) {
-        fprintf(stderr, "sweep: %s: %d meshes%s, %s %s\n", s->name, s->n_meshes, o->plan_only ? " (plans only)" : "",
+        char what[64];
+        sweep_count_text(s, what, sizeof what);
+        fprintf(stderr, "sweep: %s: %s%s, %s %s\n", s->name, what, o->plan_only ? " (plans only)" : "",
                 R->resumed ? "resuming" : "writing to", R->dir);
         rc = run_all(R, started, o->plan_only);
     }

@@ -19,6 +19,19 @@
 #define SWEEP_ENGINE_MAX_TOKENS_PER_RANK PLAN_MAX_TOKENS
 int sweep_engine_max_batch(int seq_len);
 
+/* The batches a max-batch search may try for a cell, ascending: 1 .. the engine's limit, or at a
+ * matched global batch the divisors of G/dp up to it (a micro-batch must divide each rank's share
+ * of G). Position p (1..n) holds sweep_ladder_at(l, p). top_capped: the top is the engine's limit,
+ * not the largest batch that makes sense. 0, or -1 out of memory. */
+typedef struct sweep_ladder {
+    int n;
+    int *v;                     /* NULL: position p is batch p */
+    int top_capped;
+} sweep_ladder;
+int sweep_batch_ladder(const sweep_spec *s, const sweep_mesh *m, sweep_ladder *l);
+int sweep_ladder_at(const sweep_ladder *l, int p);
+void sweep_ladder_free(sweep_ladder *l);
+
 typedef struct sweep_run_opts {
     const char *spec_path;      /* the spec file (required) */
     const char *out_dir;        /* results root instead of the spec's results_dir; NULL: the spec's */

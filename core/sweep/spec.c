@@ -3,6 +3,7 @@
  * reading code. Not the runner (bench/sweep.c); no process is started here. */
 #include "core/sweep/spec.h"
 #include "core/common/errmsg.h"
+#include "core/sweep/grid.h"
 
 #include "core/formats/config.h"
 
@@ -16,15 +17,15 @@
 
 /* ---- keys ------------------------------------------------------------------------------------ */
 
-/* One table of keys: what is known, and what is required. Conditional requirements (mem_budget
- * with "max", exactly one of batch_size/global_batch) are checked after the table. */
+/* One table of keys: what is known, and what is required (unless it is an axis of a grid).
+ * Conditional requirements (mem_budget with "max", batch_size and global_batch) are checked after it. */
 static const struct { const char *key; int required; } spec_keys[] = {
     {"name", 1}, {"world", 1}, {"meshes", 1}, {"model", 1}, {"seq_len", 1}, {"steps", 1},
     {"lr", 1}, {"mem_budget", 0}, {"batch_size", 0}, {"global_batch", 0}, {"data", 1},
     {"eval_data", 0}, {"eval_every", 0}, {"backend", 0}, {"launcher", 0}, {"timeout_s", 0},
     {"seed", 0}, {"schedule", 0}, {"warmup", 0}, {"grad_clip", 0}, {"weight_decay", 0},
     {"sequence_parallel", 0}, {"prefetch", 0}, {"checkpoint_activations", 0}, {"sp_activations", 0}, {"extra_args", 0},
-    {"results_dir", 0}, {"target_loss", 0}, {"gpu", 0},
+    {"results_dir", 0}, {"target_loss", 0}, {"gpu", 0}, {"axes", 0},
 };
 #define N_SPEC_KEYS ((int)(sizeof spec_keys / sizeof spec_keys[0]))
 
@@ -178,7 +179,7 @@ static const struct { const char *opt, *key; } owned_opts[] = {
     {"--weight-decay", "weight_decay"}, {"--sequence-parallel", "sequence_parallel"},
     {"--no-sequence-parallel", "sequence_parallel"}, {"--prefetch", "prefetch"}, {"--no-prefetch", "prefetch"},
     {"--checkpoint-activations", "checkpoint_activations"}, {"--plan", "--plan-only"}, {"--gpu", "gpu"},
-    {"--sp-activations", "sp_activations"},
+    {"--sp-activations", "sp_activations"}, {"--global-batch", "global_batch"},
 };
 
 const char *sweep_owned_option(const char *arg) {
@@ -187,6 +188,10 @@ const char *sweep_owned_option(const char *arg) {
         if (strncmp(arg, owned_opts[i].opt, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) return owned_opts[i].key;
     }
     return NULL;
+}
+
+int sweep_batch_searched(const sweep_spec *s) {
+    return s->batch_mode == SWEEP_BATCH_MAX || s->batch_mode == SWEEP_BATCH_MATCHED;
 }
 
 /* ---- the parser ------------------------------------------------------------------------------ */
@@ -216,7 +221,7 @@ static int parse_meshes(json_t *root, sweep_spec *s, char *err, size_t el) {
             return -1;
         }
         const char *t = json_string_value(e);
-        if (strlen(t) >= sizeof m->name || sweep_parse_mesh(t, &m->dp, &m->tp) != 0) {
+        if (strlen(t) >= sizeof m->mesh_name || sweep_parse_mesh(t, &m->dp, &m->tp) != 0) {
             errmsg_set(err, el, "meshes[%d]: \"%.40s\" is not DPxTP (two positive integers, e.g. \"2x4\")", i, t);
             return -1;
         }
@@ -232,35 +237,47 @@ static int parse_meshes(json_t *root, sweep_spec *s, char *err, size_t el) {
             }
         /* canonical name: equal to the text, which has no leading zeros by construction */
         snprintf(m->name, sizeof m->name, "%dx%d", m->dp, m->tp);
+        snprintf(m->mesh_name, sizeof m->mesh_name, "%dx%d", m->dp, m->tp);
+    }
+    return 0;
+}
+
+/* global_batch given at the top level or as an axis, with batch_size absent (equivalence: one global
+ * batch that must fit at once) or "max" (matched: the largest micro-batch that fits, accumulated to it). */
+static int parse_global_batch(json_t *root, json_t *bs, sweep_spec *s, char *err, size_t el) {
+    int matched = json_is_string(bs) && strcmp(json_string_value(bs), "max") == 0;
+    if (bs && !matched) {
+        errmsg_set(err, el, "global_batch: cannot be given together with a fixed batch_size (give \"batch_size\": "
+                            "\"max\" to accumulate to it, or leave batch_size out)");
+        return -1;
+    }
+    s->batch_mode = matched ? SWEEP_BATCH_MATCHED : SWEEP_BATCH_GLOBAL;
+    if (matched && !s->mem_budget && !sweep_axes_has(root, "mem_budget")) {
+        errmsg_set(err, el, "mem_budget: required when batch_size is \"max\"");
+        return -1;
+    }
+    if (!json_object_get(root, "global_batch")) return 0; /* an axis: each cell has its own (core/sweep/grid.c) */
+    if (get_int(root, "global_batch", 1, 1 << 24, &s->global_batch, err, el)) return -1;
+    for (int i = 0; i < s->n_meshes; i++) {
+        sweep_mesh *m = &s->meshes[i];
+        if (s->global_batch % m->dp) {
+            errmsg_set(err, el, "global_batch: %d is not divisible by dp = %d of mesh %s", s->global_batch, m->dp,
+                       m->name);
+            return -1;
+        }
+        m->batch_size = matched ? 0 : s->global_batch / m->dp;
     }
     return 0;
 }
 
 static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
     json_t *bs = json_object_get(root, "batch_size");
-    json_t *gb = json_object_get(root, "global_batch");
-    if (bs && gb) {
-        errmsg_set(err, el, "global_batch: cannot be given together with batch_size (choose one)");
-        return -1;
-    }
+    int gb = json_object_get(root, "global_batch") || sweep_axes_has(root, "global_batch");
     if (!bs && !gb) {
         errmsg_set(err, el, "batch_size: missing required key (or give global_batch)");
         return -1;
     }
-    if (gb) {
-        if (get_int(root, "global_batch", 1, 1 << 24, &s->global_batch, err, el)) return -1;
-        s->batch_mode = SWEEP_BATCH_GLOBAL;
-        for (int i = 0; i < s->n_meshes; i++) {
-            sweep_mesh *m = &s->meshes[i];
-            if (s->global_batch % m->dp) {
-                errmsg_set(err, el, "global_batch: %d is not divisible by dp = %d of mesh %s", s->global_batch,
-                        m->dp, m->name);
-                return -1;
-            }
-            m->batch_size = s->global_batch / m->dp;
-        }
-        return 0;
-    }
+    if (gb) return parse_global_batch(root, bs, s, err, el);
     if (json_is_string(bs)) {
         if (strcmp(json_string_value(bs), "max") != 0) {
             errmsg_set(err, el, "batch_size: expected \"max\", an integer or an object mesh -> integer, got \"%.40s\"",
@@ -268,7 +285,7 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
             return -1;
         }
         s->batch_mode = SWEEP_BATCH_MAX;
-        if (!s->mem_budget) {
+        if (!s->mem_budget && !sweep_axes_has(root, "mem_budget")) {
             errmsg_set(err, el, "mem_budget: required when batch_size is \"max\"");
             return -1;
         }
@@ -328,8 +345,9 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
             return -1;
         }
     }
+    if (sweep_axes_check_shape(root, err, el)) return -1;
     for (int i = 0; i < N_SPEC_KEYS; i++)
-        if (spec_keys[i].required && !json_object_get(root, spec_keys[i].key)) {
+        if (spec_keys[i].required && !json_object_get(root, spec_keys[i].key) && !sweep_axes_has(root, spec_keys[i].key)) {
             errmsg_set(err, el, "%s: missing required key", spec_keys[i].key);
             return -1;
         }
@@ -343,7 +361,7 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     if (get_int(root, "world", 1, 1 << 20, &s->world, err, el)) return -1;
     if (parse_meshes(root, s, err, el)) return -1;
     if (get_str(root, "model", &s->model, err, el)) return -1;
-    if (get_int(root, "seq_len", 1, 1 << 24, &s->seq_len, err, el)) return -1;
+    if (json_object_get(root, "seq_len") && get_int(root, "seq_len", 1, 1 << 24, &s->seq_len, err, el)) return -1;
     if (get_int(root, "steps", 1, 1 << 30, &s->steps, err, el)) return -1;
     if (get_num(root, "lr", 0.0, 1, &s->lr, err, el)) return -1;
     if (json_object_get(root, "mem_budget")) {
@@ -426,14 +444,17 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
         if (get_num(root, "weight_decay", 0.0, 0, &s->weight_decay, err, el)) return -1;
         s->has_weight_decay = 1;
     }
-    s->sequence_parallel = s->prefetch = s->checkpoint_activations = -1;
+    s->sequence_parallel = s->prefetch = -1;
     if (json_object_get(root, "sequence_parallel") &&
         get_bool(root, "sequence_parallel", &s->sequence_parallel, err, el))
         return -1;
     if (json_object_get(root, "prefetch") && get_bool(root, "prefetch", &s->prefetch, err, el)) return -1;
-    if (json_object_get(root, "checkpoint_activations") &&
-        get_bool(root, "checkpoint_activations", &s->checkpoint_activations, err, el))
+    json_t *ca = json_object_get(root, "checkpoint_activations");
+    if (ca && sweep_parse_checkpointing(ca, &s->checkpoint_activations) != 0) {
+        errmsg_set(err, el, "checkpoint_activations: expected \"none\", \"full\", \"every:K\" (K a positive integer), "
+                            "true or false, got %s", json_is_string(ca) ? "another string" : type_name(ca));
         return -1;
+    }
     if (json_object_get(root, "sp_activations")) {
         if (get_str(root, "sp_activations", &s->sp_activations, err, el)) return -1;
         if (strcmp(s->sp_activations, "local") != 0 && strcmp(s->sp_activations, "gathered") != 0) {
@@ -458,11 +479,12 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
     s->results_dir = "results";
     if (json_object_get(root, "results_dir") && get_str(root, "results_dir", &s->results_dir, err, el))
         return -1;
-    return 0;
+    return sweep_grid_build(root, s, err, el);
 }
 
 void sweep_spec_free(sweep_spec *s) {
     if (!s) return;
+    sweep_grid_free(s);
     free(s->meshes);
     free(s->launcher);
     free(s->extra_args);
@@ -613,6 +635,14 @@ static int push_launcher_elem(sweep_argv *a, const char *e, int world) {
     return sweep_argv_push(a, buf);
 }
 
+/* none: nothing (train's default); full: the bare flag, as train has always read it; every:K: the value. */
+static int push_checkpointing(sweep_argv *a, const char *ca) {
+    if (!ca || strcmp(ca, "none") == 0) return 0;
+    int rc = sweep_argv_push(a, "--checkpoint-activations");
+    if (strcmp(ca, "full") != 0) rc |= sweep_argv_push(a, ca);
+    return rc;
+}
+
 int sweep_launcher_is_openmpi(const sweep_spec *s) {
     if (s->n_launcher == 0) return 0;
     const char *b = strrchr(s->launcher[0], '/');
@@ -657,20 +687,24 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
     P("--batch-size");
     if (kind == SWEEP_ARGV_PLAN && batch_size <= 0) P("max");
     else PF("%d", batch_size);
+    if (s->batch_mode == SWEEP_BATCH_MATCHED) { /* micro-batches accumulated to G: train derives their number */
+        P("--global-batch");
+        PF("%d", m->global_batch);
+    }
     P("--seq-len");
-    PF("%d", s->seq_len);
-    if (s->mem_budget) {
+    PF("%d", m->seq_len);
+    if (m->mem_budget) {
         P("--mem-budget");
-        P(s->mem_budget);
+        P(m->mem_budget);
     }
     P("--backend");
     P(s->backend);
-    if (s->sequence_parallel >= 0) P(s->sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
-    if (s->prefetch == 0) P("--no-prefetch");
-    if (s->checkpoint_activations == 1) P("--checkpoint-activations");
-    if (s->sp_activations) {
+    if (m->sequence_parallel >= 0) P(m->sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
+    if (m->prefetch == 0) P("--no-prefetch");
+    rc |= push_checkpointing(a, m->checkpoint_activations);
+    if (m->sp_activations) {
         P("--sp-activations");
-        P(s->sp_activations);
+        P(m->sp_activations);
     }
     if (kind != SWEEP_ARGV_PLAN) {
         P("--steps");

@@ -14,13 +14,51 @@ enum sweep_batch_mode {
     SWEEP_BATCH_MAX = 1,   /* "batch_size": "max" — search the largest batch that fits mem_budget */
     SWEEP_BATCH_FIXED,     /* "batch_size": N or {"2x4": N, ...} — given per mesh */
     SWEEP_BATCH_GLOBAL,    /* "global_batch": G — batch_size = G/dp on every mesh (equivalence mode) */
+    SWEEP_BATCH_MATCHED,   /* "global_batch": G with "batch_size": "max" — the largest micro-batch b that
+                              fits and divides G/dp, accumulated to G (train --global-batch G) */
 };
 
+/* A cell name: the mesh, then ".SHORT=VALUE" per axis ("2x4.ac=every:2.seq=4096"); one path component
+ * with room for the runner's suffixes (".probe-b16777216.train.json") within NAME_MAX. */
+#define SWEEP_CELL_NAME_MAX 200
+#define SWEEP_MAX_AXES 8
+#define SWEEP_MAX_CELLS 1024
+
+/* One run of the sweep: a mesh, and in a grid one value of every axis (a cell). The spec's meshes[]
+ * and cells[] have this type; without axes the cells are the meshes, named as the meshes. The
+ * options below are what the run is launched with: the spec's top-level keys, with the cell's
+ * axis values in their place. Strings point into the spec's JSON or are static. */
 typedef struct sweep_mesh {
-    char name[32];         /* "2x4" as written in meshes[] */
+    char name[SWEEP_CELL_NAME_MAX + 1]; /* "2x4" as written in meshes[]; a grid cell "2x4.ac=full.seq=4096" */
+    char mesh_name[24];    /* the mesh alone, "2x4" */
     int dp, tp;
-    int batch_size;        /* per DP rank; 0 when the mode is SWEEP_BATCH_MAX (found at run time) */
+    int batch_size;        /* per DP rank; 0 in SWEEP_BATCH_MAX and SWEEP_BATCH_MATCHED (found at run time) */
+    int mesh_index;        /* its mesh in the spec's meshes[] */
+    int setting;           /* grid: which combination of axis values (0..n_settings-1); 0 without axes */
+    int value[SWEEP_MAX_AXES];   /* grid: the index of the cell's value in each axis */
+    int seq_len;
+    int global_batch;      /* SWEEP_BATCH_GLOBAL and SWEEP_BATCH_MATCHED; 0 otherwise */
+    const char *checkpoint_activations; /* "none" | "full" | "every:K"; NULL when not given (train's default) */
+    const char *sp_activations;         /* "local" | "gathered"; NULL when not given */
+    int sequence_parallel, prefetch;    /* -1 not given, 0/1 */
+    const char *mem_budget;             /* as written; NULL when not given */
+    uint64_t mem_budget_bytes;          /* 0 when not given or "auto" */
 } sweep_mesh;
+
+/* One axis of a grid: an option key of the spec and the values it takes, one cell per value. */
+typedef struct sweep_axis_value {
+    char text[48];         /* as it appears in cell names ("every:2", "4096", "on") */
+    int ival;              /* integers and booleans */
+    const char *sval;      /* strings (canonical: true -> "full", false -> "none" for checkpointing) */
+    uint64_t bytes;        /* mem_budget */
+} sweep_axis_value;
+
+typedef struct sweep_axis {
+    const char *key;       /* the spec key ("checkpoint_activations") */
+    const char *short_name;/* its name in cells ("ac") */
+    int n;
+    sweep_axis_value *values;
+} sweep_axis;
 
 /* Strings point into `json` (the parsed document) and live as long as the spec. */
 typedef struct sweep_spec {
@@ -30,12 +68,12 @@ typedef struct sweep_spec {
     int n_meshes;
     sweep_mesh *meshes;
     const char *model;
-    int seq_len, steps;
+    int seq_len, steps;         /* seq_len 0 when it is an axis (each cell has its own) */
     double lr;
-    const char *mem_budget;     /* as written ("96MiB"); NULL when absent */
+    const char *mem_budget;     /* as written ("96MiB"); NULL when absent or an axis */
     uint64_t mem_budget_bytes;  /* 0 when absent or "auto" (resolved by train on the device) */
     int batch_mode;             /* enum sweep_batch_mode */
-    int global_batch;           /* SWEEP_BATCH_GLOBAL only */
+    int global_batch;           /* SWEEP_BATCH_GLOBAL / SWEEP_BATCH_MATCHED; 0 when it is an axis */
     const char *data, *eval_data;  /* eval_data NULL when absent */
     int eval_every;             /* 0 = off; defaults to steps when eval_data is given without it */
     const char *backend;        /* "cpu" | "cuda" */
@@ -48,13 +86,20 @@ typedef struct sweep_spec {
     int warmup;                 /* -1 when absent */
     int has_grad_clip; double grad_clip;
     int has_weight_decay; double weight_decay;
-    int sequence_parallel, prefetch, checkpoint_activations;   /* -1 absent, 0/1 */
+    int sequence_parallel, prefetch;   /* -1 absent, 0/1 */
+    const char *checkpoint_activations; /* "none" | "full" | "every:K" (false/true read as none/full); NULL absent */
     int n_extra_args;
     const char **extra_args;
     const char *results_dir;    /* default "results" */
     double target_loss;         /* "seconds to reach loss X" in the report; 0: the highest final loss */
     const char *sp_activations; /* --sp-activations local|gathered; NULL when absent (train's default) */
     const char *gpu;            /* --plan --gpu NAME (plan against a named device); NULL when absent */
+    /* a grid (spec key "axes"): every mesh crossed with every combination of axis values */
+    int n_axes;
+    sweep_axis axes[SWEEP_MAX_AXES];
+    int n_settings;             /* combinations of axis values; 1 without axes */
+    int n_cells;                /* n_meshes x n_settings */
+    sweep_mesh *cells;          /* mesh-major, the first axis varying slowest; the runs of the sweep */
 } sweep_spec;
 
 /* Parse a spec from JSON text. `origin` names it in parse errors. On error writes one line
@@ -63,6 +108,9 @@ int sweep_spec_parse(const char *text, sweep_spec *s, char *err, size_t errlen);
 /* Read and parse a spec file; I/O errors return -2 (err says why), spec errors -1. */
 int sweep_spec_load(const char *path, sweep_spec *s, char *err, size_t errlen);
 void sweep_spec_free(sweep_spec *s);
+
+/* The batch of each cell is searched (SWEEP_BATCH_MAX or SWEEP_BATCH_MATCHED), not given. */
+int sweep_batch_searched(const sweep_spec *s);
 
 /* "DPxTP": two positive decimal integers without sign, spaces or leading zeros. 0 or -1. */
 int sweep_parse_mesh(const char *text, int *dp, int *tp);

@@ -1,11 +1,13 @@
-/* tests/fuzz/fuzz_sweep_spec.c — libFuzzer target for the sweep spec parser (core/sweep/spec.c:
- * sweep_spec_parse, then sweep_train_argv for every mesh and launch kind). The input is the spec's
- * text. Oracles: an accepted spec has a name that is one safe path component, meshes whose dp*tp is
- * the world, a positive batch for every fixed-batch mesh, and argv arrays whose every element is a
- * string ending in "--out PATH"; a rejected spec gives one line and frees everything (LeakSanitizer
- * checks). Not the runner (bench/sweep.c). */
+/* tests/fuzz/fuzz_sweep_spec.c — libFuzzer target for the sweep spec parser (core/sweep/spec.c and
+ * core/sweep/grid.c: sweep_spec_parse, then sweep_train_argv for every cell and launch kind). The input
+ * is the spec's text. Oracles: an accepted spec has a name that is one safe path component, cells
+ * (meshes x axis values) with distinct safe file names whose dp*tp is the world, a positive batch and
+ * seq_len for every fixed-batch cell, and argv arrays whose every element is a string ending in
+ * "--out PATH"; a rejected spec gives one line and frees everything (LeakSanitizer checks).
+ * Not the runner (bench/sweep.c). */
 #include "tests/fuzz/fuzz_common.h"
 
+#include "core/sweep/grid.h"
 #include "core/sweep/spec.h"
 
 int FUZZ_ENTRY(const uint8_t *data, size_t size);
@@ -22,12 +24,15 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_ASSERT(sweep_name_valid(s.name) && !strchr(s.name, '/') && strcmp(s.name, "..") != 0);
-    FUZZ_ASSERT(s.n_meshes > 0 && s.world > 0 && s.steps > 0 && s.seq_len > 0 && s.lr > 0);
+    FUZZ_ASSERT(s.n_meshes > 0 && s.world > 0 && s.steps > 0 && s.lr > 0);
+    FUZZ_ASSERT(s.n_cells == s.n_meshes * s.n_settings && s.n_cells <= SWEEP_MAX_CELLS && (s.n_axes > 0 || s.seq_len > 0));
     for (int i = 0; i < s.n_extra_args; i++) FUZZ_ASSERT(!sweep_owned_option(s.extra_args[i])); /* the runner owns those */
-    for (int i = 0; i < s.n_meshes; i++) {
-        const sweep_mesh *m = &s.meshes[i];
-        FUZZ_ASSERT((long long)m->dp * m->tp == s.world);
-        if (s.batch_mode != SWEEP_BATCH_MAX) FUZZ_ASSERT(m->batch_size > 0);
+    for (int i = 0; i < s.n_cells; i++) {
+        const sweep_mesh *m = &s.cells[i];
+        FUZZ_ASSERT((long long)m->dp * m->tp == s.world && m->seq_len > 0);
+        FUZZ_ASSERT(sweep_cell_name_valid(m->name) && (s.n_axes > 0 || strcmp(m->name, s.meshes[i].name) == 0));
+        for (int j = 0; j < i && s.n_cells <= 64; j++) FUZZ_ASSERT(strcmp(m->name, s.cells[j].name) != 0);
+        if (!sweep_batch_searched(&s)) FUZZ_ASSERT(m->batch_size > 0);
         static const int kinds[] = {SWEEP_ARGV_RUN, SWEEP_ARGV_PROBE, SWEEP_ARGV_PLAN};
         for (int k = 0; k < 3; k++) {
             sweep_argv a = {0};

@@ -90,6 +90,26 @@ variants = [
 ]
 for i, v in enumerate(variants):
     put("sweep_spec", f"variant-{i:02d}.json", json.dumps(v))
+# grids (axes crossed with the meshes) and the matched global batch
+noseq = {k: v for k, v in base.items() if k != "seq_len"}
+grids = [
+    dict(noseq, batch_size="max", mem_budget="16MiB",
+         axes={"checkpoint_activations": [False, "full", "every:2"], "seq_len": [32, 64]}),
+    dict(base, batch_size="max", mem_budget="16MiB", global_batch=8),
+    dict(base, batch_size="max", axes={"mem_budget": ["16MiB", "1GB"], "sp_activations": ["local", "gathered"],
+                                       "sequence_parallel": [True, False], "prefetch": [False]}),
+    dict(base, axes={"global_batch": [4, 8]}),
+    dict(base, batch_size="max", mem_budget="16MiB", axes={"global_batch": [4, 8]}),
+    dict(base, batch_size=1, axes={"steps": [1, 2]}),
+    dict(base, batch_size=1, axes={"seq_len": [32]}),
+    dict(base, batch_size=1, axes={"prefetch": []}),
+    dict(base, batch_size=1, axes={"checkpoint_activations": ["every:0", "none"]}),
+    dict(base, batch_size=1, axes={"checkpoint_activations": [False, "none"]}),
+    dict(base, batch_size=1, axes={"global_batch": [6]}),
+    dict(base, batch_size=1, checkpoint_activations="every:3"),
+]
+for i, v in enumerate(grids):
+    put("sweep_spec", f"grid-{i:02d}.json", json.dumps(v))
 put("sweep_spec", "dup-key.json", '{"name": "a", "name": "b"}')
 put("sweep_spec", "not-object.json", '"spec"')
 
