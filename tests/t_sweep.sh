@@ -286,13 +286,15 @@ PY
      && grep -q 'Warning:.* on mesh 1x2 a tensor-parallel group spans hosts' "$R1/report.md" && grep -q 'Hosts: `hostA`' "$R1/report.md" \
      && json_ok "$R1/summary.json" '[abs(m[0]["mfu_share"] - 2*m[0]["mfu"]) < 1e-9 and m[0]["tp_spans_hosts"]==False and m[1]["tp_spans_hosts"]==True and m[1]["ranks_by_host"]=={"hostA": [0], "hostB": [1]} for m in [d["meshes"]]][0]'; then ok sweep_hosts_cores_in_report
   else fail sweep_hosts_cores_in_report "rc $rc: $(grep -i 'ranks on\|warning' "$R1/report.md" | head -2)"; fi
-  # a folder the runner did not make (no runner.json: a copy, a committed reference) is never resumed or touched
+  # a folder the runner did not make (no runner.json: a copy, a committed reference) is never resumed or
+  # touched, and (whatever its stamp) does not hide this runner's own latest folder, which is resumed
   C="$T/res/r1/29991231T235959Z"
   cp -a "$R1" "$C" && rm -f "$C/runner.json" "$C/.lock"
   csnap=$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')
+  n0=$(ls -d "$T/res/r1"/*/ | wc -l)
   "$SWEEP" "$T/r1.json" --out-dir "$T/res" > /dev/null 2> "$T/r1c.err"; rc=$?
-  if [ $rc -eq 0 ] && grep -q "not resuming $C: it has no runner.json" "$T/r1c.err" && [ "$csnap" = "$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')" ] \
-     && [ "$(ls -d "$T/res/r1"/*/ | wc -l)" -eq 3 ]; then ok sweep_foreign_folder_untouched
+  if [ $rc -eq 0 ] && grep -q "not resuming $C: it has no runner.json.*; resuming $R1" "$T/r1c.err" && [ "$csnap" = "$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')" ] \
+     && [ "$(ls -d "$T/res/r1"/*/ | wc -l)" -eq "$n0" ]; then ok sweep_foreign_folder_untouched
   else fail sweep_foreign_folder_untouched "rc $rc: $(head -2 "$T/r1c.err")"; fi
   rm -rf "$C"
   # another build of train: a new folder, and the reason said
