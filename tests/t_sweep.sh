@@ -216,7 +216,7 @@ start=$(date +%s)
 took=$(( $(date +%s) - start ))
 S=$(latest "$T/res/slow")
 sleep 0.5
-if [ $rc -eq 0 ] && [ -n "$S" ] && json_ok "$S/runs/2x1.json" 'd["status"]=="timeout" and "timeout" in d["error"]' \
+if [ $rc -eq 1 ] && grep -q '^sweep: every run failed' "$T/slow.err" && [ -n "$S" ] && json_ok "$S/runs/2x1.json" 'd["status"]=="timeout" and "timeout" in d["error"]' \
    && [ "$took" -lt 40 ] && ! leftovers; then ok sweep_timeout_recorded
 else fail sweep_timeout_recorded "rc $rc, ${took}s, leftovers: $(pgrep -fa "$T/" | head -2)"; fi
 
@@ -311,14 +311,14 @@ spec "$T/np.json" '{"name": "np", "world": 2, "meshes": ["2x1"], "model": "tiny"
   "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120, "launcher": ["mpirun", "--oversubscribe", "-np", "4"]}'
 "$SWEEP" "$T/np.json" --out-dir "$T/res" > /dev/null 2> "$T/np.err"; rc=$?
 P=$(latest "$T/res/np")
-[ $rc -eq 0 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 4" in d["error"] and "not what was asked" in d["error"]' \
+[ $rc -eq 1 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 4" in d["error"] and "not what was asked" in d["error"]' \
   && json_ok "$P/summary.json" 'd["meshes"][0]["status"]=="failed" and d["meshes"][0]["tok_s"] is None' \
   && ok sweep_record_world_mismatch_failed || fail sweep_record_world_mismatch_failed "rc $rc: $(tail -2 "$T/np.err")"
 spec "$T/nol.json" '{"name": "nol", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 32, "steps": 2, "lr": 0.003,
   "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120, "launcher": []}'
 "$SWEEP" "$T/nol.json" --out-dir "$T/res" > /dev/null 2> "$T/nol.err"; rc=$?
 P=$(latest "$T/res/nol")
-[ $rc -eq 0 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 1" in d["error"]' \
+[ $rc -eq 1 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 1" in d["error"]' \
   && ok sweep_empty_launcher_failed || fail sweep_empty_launcher_failed "rc $rc: $(tail -2 "$T/nol.err")"
 
 # ---- kill -9 of the runner: its mpirun and ranks do not stay behind ---------------------------------

@@ -96,9 +96,10 @@ int sweep_inputs_open(const sweep_spec *s, sweep_inputs *in, char *err, size_t e
     in->eval_batches = def.eval_batches;
     for (int i = 0; i < s->n_extra_args; i++) { /* --eval-batches N or --eval-batches=N in extra_args */
         const char *a = s->extra_args[i], *v = NULL;
+        if (!a) continue;
         if (!strcmp(a, "--eval-batches") && i + 1 < s->n_extra_args) v = s->extra_args[i + 1];
         else if (!strncmp(a, "--eval-batches=", 15)) v = a + 15;
-        if (v && atoi(v) > 0) in->eval_batches = atoi(v);
+        if (v && strtol(v, NULL, 10) > 0 && strtol(v, NULL, 10) < 1 << 30) in->eval_batches = (int)strtol(v, NULL, 10);
     }
     json_t *p = NULL;
     if (open_tokens("data", s->data, &c, T, &in->data_tokens, &p, err, el)) return sweep_inputs_free(in), -1;

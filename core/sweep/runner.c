@@ -164,11 +164,13 @@ static const char *key_of(const char *msg) {
     return k ? k : "extra_args";
 }
 
-/* Every cell's measured run, as a plan (train --plan with the run's options, SWEEP_ARGV_CHECK): what train
- * would refuse of it (exit 2: seq_len past the model's positions, an unknown gpu, gpu with a byte
- * budget, warmup not below steps, a tp that does not divide the heads, an unknown option in
- * extra_args, ...) stops the sweep here, naming the key, before a folder is made. A plan takes
- * milliseconds; a cell that does not fit (exit 3) is not a fault of the spec. 0, or -1 with err. */
+/* The cells' measured runs, as plans (train --plan with the run's options, SWEEP_ARGV_CHECK): when train
+ * would refuse every one of them (exit 2: seq_len past the model's positions, an unknown gpu, gpu with
+ * a byte budget, warmup not below steps, an unknown option in extra_args, a tp that divides no cell's
+ * heads, ...), the sweep stops here, naming the key of the first refusal, before a folder is made. A
+ * cell that train accepts ends the check (a plan takes milliseconds; usually one is made); the cells
+ * refused while others are not are the sweep's to record as failed, as any run that fails. A cell
+ * that only does not fit (exit 3) is not a fault of the spec. 0, or -1 with err. */
 static int check_cells(const sweep_runner *R, char *err, size_t el) {
     const sweep_spec *s = R->spec;
     char dir[] = "/tmp/meshsweep-check.XXXXXX";
@@ -176,8 +178,8 @@ static int check_cells(const sweep_runner *R, char *err, size_t el) {
     char out[PATH_MAX], log[PATH_MAX];
     snprintf(out, sizeof out, "%s/plan.json", dir);
     snprintf(log, sizeof log, "%s/plan.log", dir);
-    int rc = 0;
-    for (int i = 0; i < s->n_cells && !rc; i++) {
+    int rc = 0, refused = 0;
+    for (int i = 0; i < s->n_cells && refused == i; i++) {
         const sweep_mesh *m = &s->cells[i];
         sweep_argv a = {0};
         if (sweep_train_argv(s, m, SWEEP_ARGV_CHECK, m->batch_size > 0 ? m->batch_size : 1, R->train, out, &a)) {
@@ -192,8 +194,9 @@ static int check_cells(const sweep_runner *R, char *err, size_t el) {
             sweep_tail_lines(log, 20, tail, sizeof tail);
             for (char *t = strtok(tail, "\n"); t; t = strtok(NULL, "\n"))
                 if (!strncmp(t, "train: ", 7)) snprintf(line, sizeof line, "%s", t + 7);
-            snprintf(err, el, "%s: build/train refuses cell %s: %s", key_of(line), m->name, line[0] ? line : "(no reason given)");
-            rc = -1;
+            if (!refused) snprintf(err, el, "%s: build/train refuses cell %s: %s", key_of(line), m->name,
+                                   line[0] ? line : "(no reason given)");
+            refused++;
         }
         sweep_argv_free(&a);
     }
@@ -205,6 +208,13 @@ static int check_cells(const sweep_runner *R, char *err, size_t el) {
     }
     if (d) closedir(d);
     rmdir(dir);
+    if (refused == s->n_cells && s->n_cells > 0) {
+        if (s->n_cells > 1) { /* say it is every cell, not only the one named */
+            size_t n = strlen(err);
+            snprintf(err + n, el > n ? el - n : 0, " (and every other cell)");
+        }
+        rc = -1;
+    }
     return rc;
 }
 
