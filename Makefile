@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 BUILD ?= build
 CC := mpicc
-DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev gnuplot-nox bible-kjv-text bible-kjv python3-torch iproute2 util-linux
+DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev gnuplot-nox bible-kjv-text bible-kjv python3-torch iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -I$(BLAS_INC) -MMD -MP

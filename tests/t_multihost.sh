@@ -10,8 +10,9 @@
 # different data file on one host, end the job with exit 2 and one line naming the rank and host
 # (no hang: every run is under a timeout). Everything it made — processes, namespaces (and with them
 # the veth pair and the mounts), files — is removed on exit. Prints `skip` when the machine refuses
-# namespaces (not root, no unshare/nsenter/ip, or a kernel that says no).
+# namespaces (not root, no unshare/nsenter/ip, or a kernel that says no). The hosts: tests/hosts.sh.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hosts.sh"
 # the remote agent starts the far ranks with a clean environment, so the sanitizer build's options
 # and Open MPI leak suppressions would not reach them: this suite runs in the plain build only
 case "$BUILD" in *san*) skip multihost "runs in the plain suite (not a sanitizer build: remote ranks get a clean environment)"; exit 0;; esac
@@ -20,25 +21,11 @@ TRAIN="$ROOT/$BUILD/train"
 DATA="$ROOT/$BUILD/data/kjv/train.bin"
 [ -x "$TRAIN" ] || { fail multihost_built "$TRAIN missing (make)"; exit 1; }
 [ -f "$DATA" ] || { fail multihost_data "$DATA missing (make data)"; exit 1; }
-[ "$(id -u)" = 0 ] || { skip multihost "needs root for network namespaces"; exit 0; }
-for p in unshare nsenter ip; do command -v $p >/dev/null || { skip multihost "$p not found (make deps installs util-linux, iproute2)"; exit 0; }; done
+hosts_need || { skip multihost "$HOSTS_ERR"; exit 0; }
 
 T=$(mktemp -d)
 HA="mhost-a-$$" HB="mhost-b-$$"
-HOLDERS=()
-cleanup() {
-  local p pid ns
-  for p in "${HOLDERS[@]}"; do
-    # every process still inside the namespaces this test made (orted, ranks), then the holder
-    ns=$(readlink "/proc/$p/ns/net" 2>/dev/null) || continue
-    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-      [ "$pid" != "$p" ] && [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$ns" ] && kill -9 "$pid" 2>/dev/null
-    done
-    kill -9 "$p" 2>/dev/null
-  done
-  wait 2>/dev/null
-  rm -rf "$T"
-}
+cleanup() { hosts_cleanup; rm -rf "$T"; }
 trap cleanup EXIT
 
 # the inputs: one data folder everyone has, one that is empty on host B, one whose train.bin differs on B
@@ -49,27 +36,15 @@ cp "$DATA" "$T/data/train.bin"; cp "$DATA" "$T/miss/train.bin"; cp "$DATA" "$T/d
 { tail -c +3 "$DATA"; head -c 2 "$DATA"; } > "$T/b-diff/train.bin"
 printf '127.0.0.1 localhost\n10.213.0.1 %s\n10.213.0.2 %s\n' "$HA" "$HB" > "$T/hosts"
 
-# one holder per host: a sleeping process that keeps the namespaces alive; B mounts its own view of
-# the two special folders (the mounts exist in B's mount namespace only and go with it)
-start_host() { # NAME EXTRA-MOUNTS
-  unshare --net --uts --mount --propagation private --fork sh -c \
-    "hostname $1 && mount --bind '$T/hosts' /etc/hosts && mount -t tmpfs -o size=256m tmpfs /dev/shm $2 && echo up > '$T/up.$1' && exec sleep 100000" \
-    </dev/null >"$T/holder.$1.log" 2>&1 &
-  local u=$! i; disown $u
-  for i in $(seq 50); do [ -f "$T/up.$1" ] && break; kill -0 $u 2>/dev/null || break; sleep 0.1; done
-  [ -f "$T/up.$1" ] || { skip multihost "namespaces refused: $(head -c 200 "$T/holder.$1.log")"; exit 0; }
-  HOLDERS+=("$(pgrep -P $u)" "$u")
-}
-start_host "$HA" ""
-PA=${HOLDERS[0]}
-start_host "$HB" "&& mount --bind '$T/b-miss' '$T/miss' && mount --bind '$T/b-diff' '$T/diff'"
-PB=${HOLDERS[2]}
-if ! ip link add mhv0 netns "$PA" type veth peer name mhv1 netns "$PB" 2>"$T/ip.err"; then
-  skip multihost "veth pair refused: $(head -c 200 "$T/ip.err")"; exit 0
+# one host each (tests/hosts.sh); B mounts its own view of the two special folders (the mounts exist
+# in B's mount namespace only and go with it)
+hosts_start "$HA" "$T/hosts" "$T" || { skip multihost "$HOSTS_ERR"; exit 0; }
+hosts_start "$HB" "$T/hosts" "$T" "&& mount --bind '$T/b-miss' '$T/miss' && mount --bind '$T/b-diff' '$T/diff'" \
+  || { skip multihost "$HOSTS_ERR"; exit 0; }
+PA=${HOST_PID[$HA]} PB=${HOST_PID[$HB]}
+if ! hosts_link "$HA" 10.213.0.1 "$HB" 10.213.0.2 mhv; then
+  case "$HOSTS_ERR" in veth*) skip multihost "$HOSTS_ERR"; exit 0;; *) fail multihost_network "$HOSTS_ERR"; exit 1;; esac
 fi
-nsenter -t "$PA" -n sh -c 'ip addr add 10.213.0.1/24 dev mhv0 && ip link set mhv0 up && ip link set lo up' &&
-nsenter -t "$PB" -n sh -c 'ip addr add 10.213.0.2/24 dev mhv1 && ip link set mhv1 up && ip link set lo up' ||
-  { fail multihost_network "could not configure the veth pair"; exit 1; }
 [ "$(nsenter -t "$PB" -u hostname)" = "$HB" ] && ok multihost_namespaces || { fail multihost_namespaces "host B is not named $HB"; exit 1; }
 
 # the remote-shell agent: `agent [ssh options] HOST COMMAND...` runs COMMAND in HOST's namespaces with

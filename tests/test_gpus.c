@@ -1,10 +1,12 @@
 /* tests/test_gpus.c — the device table and budget arithmetic of core/engine/gpus.c: every name of the
  * README is there (any case), capacities are what the runtime reports (a little under the marketing
  * size, never over it), the plan budget is usable − overhead − reserve, `auto` is free − reserve,
- * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget. */
+ * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget;
+ * the local rank (the GPU of a rank) is the launcher's when it gave one that fits the host. */
 #include "tests/check.h"
 #include "core/engine/gpus.h"
 #include "core/engine/mem.h"
+#include <stdlib.h>
 #include <string.h>
 
 #define GiB (1024ull * 1024ull * 1024ull)
@@ -91,5 +93,20 @@ int main(void) {
     CHECK(mem_get_stats()->total_peak == 0, "gpus_warm_runtime_outside_tracked_allocator", "%llu tracked",
           (unsigned long long)mem_get_stats()->total_peak);
     mem_shutdown();
+
+    /* the local rank: Open MPI's variable, then Slurm's, then MPI's own count; garbage or a number
+     * past the ranks on this host is not taken */
+    const char *from = NULL;
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK"); unsetenv("SLURM_LOCALID");
+    CHECK(gpus_local_rank(2, 4, &from) == 2 && !strcmp(from, "mpi"), "gpus_local_rank_mpi_without_launcher", "%s", from);
+    setenv("SLURM_LOCALID", "3", 1);
+    CHECK(gpus_local_rank(1, 4, &from) == 3 && !strcmp(from, "SLURM_LOCALID"), "gpus_local_rank_slurm", "%s", from);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1); /* mpirun inside an allocation: Open MPI's number wins */
+    CHECK(gpus_local_rank(1, 4, &from) == 0 && !strcmp(from, "OMPI_COMM_WORLD_LOCAL_RANK"), "gpus_local_rank_openmpi_first", "%s", from);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "4", 1); setenv("SLURM_LOCALID", "1x", 1);
+    CHECK(gpus_local_rank(2, 4, &from) == 2 && !strcmp(from, "mpi"), "gpus_local_rank_out_of_range_or_garbage", "%s", from);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "", 1); setenv("SLURM_LOCALID", "1", 1);
+    CHECK(gpus_local_rank(0, 2, NULL) == 1, "gpus_local_rank_empty_skipped", "not 1");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK"); unsetenv("SLURM_LOCALID");
     return check_exit();
 }

@@ -43,6 +43,39 @@ void comm_local_rank(int *local_rank, int *local_size) {
     MPI_CHECK(MPI_Comm_free(&node));
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int comm_mpi_components(const char *framework, char *out, size_t cap) {
+    enum { MAXC = 32 };
+    char names[MAXC][32];
+    char *sorted[MAXC];
+    int n = 0, provided, nvar = 0;
+    if (cap) out[0] = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 0;
+    size_t fl = strlen(framework);
+    if (MPI_T_cvar_get_num(&nvar) != MPI_SUCCESS) nvar = 0;
+    for (int i = 0; i < nvar && n < MAXC; i++) {
+        char name[256], comp[32], desc[8];
+        int nl = sizeof name, verb, bind, scope, dl = sizeof desc;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_T_cvar_get_info(i, name, &nl, &verb, &dt, &en, desc, &dl, &bind, &scope) != MPI_SUCCESS) continue;
+        if (strncmp(name, framework, fl) || name[fl] != '_' || sscanf(name + fl + 1, "%31[a-z0-9]", comp) != 1) continue;
+        if (!strcmp(comp, "base") || name[fl + 1 + strlen(comp)] != '_') continue;
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++) seen = !strcmp(names[k], comp);
+        if (!seen) { snprintf(names[n], sizeof names[n], "%s", comp); sorted[n] = names[n]; n++; }
+    }
+    MPI_T_finalize();
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+    size_t o = 0;
+    for (int k = 0; k < n && cap; k++) {
+        int w = snprintf(out + o, cap - o, "%s%s", k ? "," : "", sorted[k]);
+        if (w < 0 || (size_t)w >= cap - o) break;
+        o += (size_t)w;
+    }
+    return n;
+}
 
 double comm_now_ms(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -51,6 +51,12 @@ int comm_nccl_attach(comm_group *g, char *err, size_t errlen);
 /* Ranks on this node and this rank's index among them (MPI_COMM_TYPE_SHARED, i.e. by host). */
 void comm_local_rank(int *local_rank, int *local_size);
 comm_rs_algo comm_get_rs_algo(void);
+/* The components of an Open MPI framework ("pml", "btl") this process has open after MPI_Init, as
+ * the MPI tool interface lists their control variables (<framework>_<component>_<name>): Open MPI
+ * closes what it did not select (every pml but one, the btls that did not start), and their variables
+ * go with them. out: sorted, comma-separated ("self,tcp,vader"); "" and 0 where the MPI has no such
+ * variables (not Open MPI). Returns how many. After MPI_Init, before MPI_Finalize. */
+int comm_mpi_components(const char *framework, char *out, size_t cap);
 
 void comm_all_reduce_sum(comm_group *g, float *buf, size_t n);
 void comm_all_reduce_max(comm_group *g, float *buf, size_t n);

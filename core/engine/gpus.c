@@ -11,6 +11,7 @@
 #include "core/engine/gpus.h"
 #include "core/formats/config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #ifdef MESHSWEEP_CUDA
@@ -182,4 +183,25 @@ int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpu
     snprintf(err, errlen, "--mem-budget auto: no CUDA in this build");
     return -1;
 #endif
+}
+
+/* a launcher variable holding a local rank: digits only, in [0, local_size); else -1 */
+static int env_local_rank(const char *name, int local_size) {
+    const char *v = getenv(name);
+    if (!v || !*v || strlen(v) > 9 || strspn(v, "0123456789") != strlen(v)) return -1;
+    int r = atoi(v);
+    return r < local_size ? r : -1;
+}
+
+int gpus_local_rank(int mpi_local_rank, int local_size, const char **from) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        int r = env_local_rank(vars[i], local_size);
+        if (r >= 0) {
+            if (from) *from = vars[i];
+            return r;
+        }
+    }
+    if (from) *from = "mpi";
+    return mpi_local_rank;
 }

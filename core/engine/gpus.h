@@ -6,6 +6,7 @@
  * runtime overhead (CUDA context, cuBLAS workspace, NCCL communicator buffers), each with its source.
  * Planning budget = usable − overhead − reserve; on a live device the budget is what is free once the
  * context, cuBLAS and the NCCL communicators exist, minus the reserve (default 1 GiB, --mem-reserve).
+ * Also which device a rank takes: its local rank, from the launcher (gpus_local_rank).
  * Not here: the allocator (core/engine/mem.c) or the option wiring (the programs). */
 #ifndef MESHSWEEP_GPUS_H
 #define MESHSWEEP_GPUS_H
@@ -67,4 +68,12 @@ int gpus_resolve_budget(const char *mem_budget, const char *mem_reserve, const c
  * elsewhere it reports "no CUDA in this build". */
 int gpus_measure_device(const ops_t *ops, int ranks_per_gpu, gpus_budget *b, gpus_device_mem *m, char *err,
                         size_t errlen);
+
+/* The local rank of this process, i.e. the GPU it takes with one GPU per rank: the launcher's own
+ * number for it when it set one in [0, local_size) — OMPI_COMM_WORLD_LOCAL_RANK (mpirun; Open MPI
+ * under srun), else SLURM_LOCALID (srun) — otherwise mpi_local_rank (this rank's index among the
+ * ranks MPI finds on its host). Open MPI's first: under mpirun inside a Slurm allocation the ranks
+ * inherit SLURM_LOCALID of the step that started Open MPI's daemons (0 on every rank).
+ * *from (if not NULL) names the source: the variable, or "mpi". */
+int gpus_local_rank(int mpi_local_rank, int local_size, const char **from);
 #endif

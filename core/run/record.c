@@ -148,6 +148,42 @@ json_t *record_gather_blas(int *differ) {
     return o;
 }
 
+static json_t *env_or_null(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? json_string(v) : json_null();
+}
+
+/* "a,b,c" as ["a", "b", "c"] */
+static json_t *str_list(const char *s) {
+    json_t *a = json_array();
+    while (s && *s) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        json_array_append_new(a, json_stringn(s, n));
+        s = e ? e + 1 : NULL;
+    }
+    return a;
+}
+
+void record_env_launch(json_t *env, const char *local_rank_from) {
+    json_t *sl = json_null();
+    if (getenv("SLURM_JOB_ID")) {
+        static const char *const f[][2] = {{"job_id", "SLURM_JOB_ID"}, {"step_id", "SLURM_STEP_ID"},
+                                           {"job_nodelist", "SLURM_JOB_NODELIST"}, {"step_nodelist", "SLURM_STEP_NODELIST"},
+                                           {"cluster", "SLURM_CLUSTER_NAME"}, {"partition", "SLURM_JOB_PARTITION"},
+                                           {"restart_count", "SLURM_RESTART_COUNT"}};
+        sl = json_object();
+        for (size_t i = 0; i < sizeof f / sizeof *f; i++) json_object_set_new(sl, f[i][0], env_or_null(f[i][1]));
+    }
+    json_object_set_new(env, "slurm", sl);
+    json_object_set_new(env, "local_rank_from", local_rank_from ? json_string(local_rank_from) : json_null());
+    char pml[256], btl[256];
+    json_t *tr = json_null();
+    if (comm_mpi_components("pml", pml, sizeof pml) > 0)
+        tr = json_pack("{s:o, s:o}", "pml", str_list(pml), "btl", comm_mpi_components("btl", btl, sizeof btl) > 0 ? str_list(btl) : json_array());
+    json_object_set_new(env, "mpi_transports", tr);
+}
+
 double record_mfu_share(double mfu, int world) {
     /* sum over hosts of min(cores, ranks), counted once per host at its first rank */
     double had = 0;

@@ -26,6 +26,12 @@ void record_env_hosts(json_t *env, int tp);
  * *differ = 1 when any two ranks have another library or core (their losses then agree to rounding,
  * not bit for bit). */
 json_t *record_gather_blas(int *differ);
+/* How the job was launched, into the record's env (rank 0's view): slurm {job_id, step_id,
+ * job_nodelist, step_nodelist, cluster, partition, restart_count} from SLURM_* (null outside Slurm;
+ * a field the scheduler did not set is null), local_rank_from (the source of the local rank, i.e. of
+ * a CUDA rank's GPU: gpus_local_rank), mpi_transports {pml: [...], btl: [...]} (the Open MPI
+ * components open after MPI_Init, comm_mpi_components; null for another MPI). */
+void record_env_launch(json_t *env, const char *local_rank_from);
 /* summary.mfu_share: achieved FLOP/s of the job over the compute the ranks actually had,
  * peak_flops x sum over hosts of min(cores_h, ranks_h) (= peak x min(1, cores/ranks) per rank);
  * mfu is the per-rank summary.mfu (against one core per rank) */

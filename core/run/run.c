@@ -323,12 +323,15 @@ static void start_mpi(run_t *R, int code) {
     if (g_rank0 && check_outputs(o, err, sizeof err)) agree_fail(2, "%s", err);
     if ((code = agree_check())) fail(code);
     R->use_nccl = 0;
+    /* the local rank: the launcher's (SLURM_LOCALID, Open MPI's), else the index among the ranks of
+     * this host by MPI_COMM_TYPE_SHARED; ls counts those ranks */
+    int lr, ls;
+    comm_local_rank(&lr, &ls);
+    lr = gpus_local_rank(lr, ls, &R->local_rank_from);
 #ifdef MESHSWEEP_CUDA
     if (R->ops != &ops_cpu) {
-        /* one device per local rank (ranks of this host, by MPI_COMM_TYPE_SHARED); NCCL needs one GPU
-         * per rank, so when ranks share a GPU the collectives fall back to host-staged MPI */
-        int lr, ls;
-        comm_local_rank(&lr, &ls);
+        /* one device per local rank; NCCL needs one GPU per rank, so when ranks share a GPU the
+         * collectives fall back to host-staged MPI */
         if (cuda_select_device(lr, err, sizeof err)) agree_fail(1, "%s", err);
         if ((code = agree_check())) fail(code);
         int ndev = cuda_device_count();
@@ -694,7 +697,7 @@ static int end_run(run_t *R, int code, run_result *res) {
 }
 
 int run_env_launched(void) {
-    return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK");
+    return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("SLURM_PROCID");
 }
 
 int run_train(const run_cfg *c, run_result *res) {

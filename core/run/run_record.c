@@ -165,6 +165,7 @@ int run_write_record(run_t *R, const char *status, const char *error, const uint
     json_object_set_new(env, "blas_by_host", R->blas_by_host ? json_incref(R->blas_by_host) : json_null());
     json_object_set_new(env, "blas_hosts_differ", json_boolean(R->blas_differ));
     if (R->mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
+    if (R->mpi) record_env_launch(json_object_get(j, "env"), R->local_rank_from);
     char err[512];
     int rc = record_write_atomic(R->o.out, j, err, sizeof err);
     if (rc && !quiet) cli_say("%s", err);

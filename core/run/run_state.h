@@ -39,6 +39,7 @@ typedef struct run {
     gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
     int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
     json_t *hosts;               /* distinct host names of the ranks */
+    const char *local_rank_from; /* where this rank's local rank (its GPU) came from (gpus_local_rank) */
     json_t *blas_by_host;        /* the BLAS library and kernels of each host (record_gather_blas) */
     int blas_differ;             /* two ranks have another BLAS library or kernels */
     /* the engine of a run */

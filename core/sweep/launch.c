@@ -247,10 +247,12 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r) {
         double t = now_s();
         if (g_signal && !interrupted) {
             interrupted = 1;
-            log_note(logfd, "[sweep] interrupted after %.1f s: forwarding SIGINT to process group %ld\n", t - t0,
-                     (long)pid);
-            kill(-pid, SIGINT);
-            state = INTERRUPTING, since = t;
+            int term = o->stop_signal == SIGTERM;
+            log_note(logfd, term ? "[sweep] interrupted after %.1f s: forwarding SIGTERM to process group %ld\n"
+                                 : "[sweep] interrupted after %.1f s: forwarding SIGINT to process group %ld\n",
+                     t - t0, (long)pid);
+            kill(-pid, term ? SIGTERM : SIGINT);
+            state = term ? TERMINATING : INTERRUPTING, since = t;
         } else if (state == RUNNING && o->timeout_s > 0 && t - t0 > o->timeout_s) {
             timed_out = 1;
             log_note(logfd, "[sweep] timeout after %.1f s: SIGTERM to process group %ld\n", t - t0, (long)pid);

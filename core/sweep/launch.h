@@ -24,6 +24,9 @@ typedef struct sweep_launch_opts {
     const char *const *env;    /* "NAME=VALUE" set in the child (overwriting), NULL-terminated, or NULL */
     const char *const *env_default; /* "NAME=VALUE" set only if NAME is not already set */
     double term_grace_s;       /* from SIGTERM to SIGKILL (default 10 when 0) */
+    int stop_signal;           /* forwarded first when the runner is interrupted: 0 = SIGINT (mpirun
+                                  stops on it), SIGTERM for srun (whose SIGINT only reports status);
+                                  SIGTERM follows a SIGINT after term_grace_s, SIGKILL after that */
     const char *progress;      /* non-NULL: every few seconds, print this prefix and the newest
                                   "train: step ..." line of the log (step, loss, tok/s, ETA) on stderr */
 } sweep_launch_opts;

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,7 +327,8 @@ static int launch_train(sweep_runner *R, const sweep_mesh *m, int kind, int batc
     char prefix[SWEEP_CELL_NAME_MAX + 64];
     snprintf(prefix, sizeof prefix, "[%d/%d] %s   ", R->idx, R->spec->n_cells, m->name);
     sweep_launch_opts lo = {.argv = a.v, .log_path = log, .timeout_s = R->spec->timeout_s,
-                            .env_default = R->env_default, .progress = kind == SWEEP_ARGV_RUN ? prefix : NULL};
+                            .env_default = R->env_default, .progress = kind == SWEEP_ARGV_RUN ? prefix : NULL,
+                            .stop_signal = sweep_launcher_is_srun(R->spec) ? SIGTERM : 0};
     sweep_launch_result lr;
     int rc = sweep_launch(&lo, &lr);
     o->elapsed_s = lr.elapsed_s;

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,8 +422,8 @@ static int run_all(sweep_runner *R, const char *started, int plan_only) {
     }
     if (status == 0 && sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
     if (status == SWEEP_EXIT_INTERRUPTED)
-        fprintf(stderr, "sweep: interrupted; complete runs are kept in %s (run the same command again to resume)\n",
-                R->dir);
+        fprintf(stderr, "sweep: interrupted (%s); complete runs are kept in %s (run the same command again to resume)\n",
+                sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", R->dir);
     else if (status == SWEEP_EXIT_IO)
         fprintf(stderr, "sweep: stopped: the results folder cannot be written; complete runs are kept in %s\n",
                 R->dir);

@@ -643,12 +643,19 @@ static int push_checkpointing(sweep_argv *a, const char *ca) {
     return rc;
 }
 
-int sweep_launcher_is_openmpi(const sweep_spec *s) {
-    if (s->n_launcher == 0) return 0;
+/* launcher[0] without its folder ("" when there is no launcher) */
+static const char *launcher_base(const sweep_spec *s) {
+    if (s->n_launcher == 0) return "";
     const char *b = strrchr(s->launcher[0], '/');
-    b = b ? b + 1 : s->launcher[0];
+    return b ? b + 1 : s->launcher[0];
+}
+
+int sweep_launcher_is_openmpi(const sweep_spec *s) {
+    const char *b = launcher_base(s);
     return strcmp(b, "mpirun") == 0 || strcmp(b, "mpiexec") == 0 || strcmp(b, "orterun") == 0;
 }
+
+int sweep_launcher_is_srun(const sweep_spec *s) { return strcmp(launcher_base(s), "srun") == 0; }
 
 int sweep_train_argv(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
                      const char *train_path, const char *out_path, sweep_argv *a) {

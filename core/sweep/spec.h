@@ -139,6 +139,9 @@ const char *sweep_owned_option(const char *arg);
 /* The launcher is Open MPI's (mpirun, mpiexec, orterun): remote ranks get only OMPI_* variables
  * unless named with -x. */
 int sweep_launcher_is_openmpi(const sweep_spec *s);
+/* The launcher is Slurm's srun: it takes SIGTERM as "stop the step" (its SIGINT only reports the
+ * tasks' state), so that is what the runner forwards when it is interrupted. */
+int sweep_launcher_is_srun(const sweep_spec *s);
 /* Build the argv of one launch: launcher (with "{world}" replaced) + train + options + --out.
  * batch_size is ignored for SWEEP_ARGV_PLAN. Every spec string is one argv element, as written. */
 int sweep_train_argv(const sweep_spec *s, const sweep_mesh *m, int kind, int batch_size,
