@@ -73,6 +73,9 @@ void fsdp_grad_end(fsdp_t *f, int i);
 
 /* sum of squared owned gradients; replicated segments only where count_replicated != 0 */
 double fsdp_grad_sumsq(fsdp_t *f, int count_replicated);
+/* sum of squares (in double) of this rank's owned master parameters: not finite exactly when one of
+ * them is not (a float squared stays far inside double's range) */
+double fsdp_param_sumsq(fsdp_t *f);
 void fsdp_scale_grads(fsdp_t *f, float s);
 void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float wd, int t);
 
