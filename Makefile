@@ -33,6 +33,19 @@ ifneq ($(CUDA_SRCS),)
 endif
 endif
 
+# What every run record says it was built from (env.git, env.compiler): the revision with a dirty flag
+# ("unknown" outside a git checkout of this tree, e.g. a tarball) and the compiler's version line.
+# $(BUILD)/gen/buildinfo.h is rewritten only when they change, and only core/run/run_record.c includes
+# it, so a new commit or a first edit recompiles one file and relinks; nothing else is rebuilt.
+GIT_REV := $(shell [ "$$(git -C "$(CURDIR)" rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ] && \
+  git -C "$(CURDIR)" describe --always --dirty --abbrev=12 2>/dev/null | tr -cd '[:alnum:]._-' || echo unknown)
+CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -1 | tr -d '"\\')
+BUILDINFO := $(BUILD)/gen/buildinfo.h
+BUILDINFO_TEXT := \#define MESHSWEEP_GIT "$(or $(GIT_REV),unknown)"\n\#define MESHSWEEP_COMPILER "$(or $(CC_VERSION),unknown)"
+$(shell mkdir -p $(BUILD)/gen && printf '%b\n' '$(BUILDINFO_TEXT)' > $(BUILDINFO).new && \
+  { cmp -s $(BUILDINFO).new $(BUILDINFO) && rm -f $(BUILDINFO).new || mv -f $(BUILDINFO).new $(BUILDINFO); })
+CFLAGS += -I$(BUILD)/gen
+
 LIB_SRCS := $(wildcard core/*/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))

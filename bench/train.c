@@ -75,7 +75,12 @@ int main(int argc, char **argv) {
     cli_set_program("train"); cli_set_rank0(rank0);
     const char *comm_default = o.comm;
     char err[256];
-    if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) {
+        if (!run_env_launched()) { cli_say("%s", err); return 2; }
+        o.parse_error = err; /* the other ranks may have parsed theirs: every rank leaves together */
+        run_result res;
+        return run_train(&o, &res);
+    }
     o.comm_set = o.comm != comm_default;
     for (int i = 1; i < argc; i++) if (!strncmp(argv[i], "--world", 7)) o.world_set = 1;
     if (o.help) { if (rank0) usage(); return 0; }

@@ -183,6 +183,10 @@ extern const ops_t ops_cuda;
 
 /* cpu: set BLAS to one thread (one per rank) and measure the single-thread SGEMM rate (GFLOP/s) */
 void cpu_blas_init(void);
+/* what the BLAS library is and which kernels it chose on this host (OpenBLAS picks them by CPU, or by
+ * OPENBLAS_CORETYPE): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...", "Cooperlake" */
+const char *cpu_blas_config(void);
+const char *cpu_blas_core(void);
 double cpu_sgemm_gflops(int n, double seconds);
 
 #endif

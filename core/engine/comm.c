@@ -6,6 +6,7 @@
  * (comm_rs_algo in comm.h; build/commbench measures both). */
 #include "core/engine/comm.h"
 #include "core/engine/comm_nccl.h"
+#include "core/engine/mem.h"
 #include "kernels/kernels.h"
 #include <mpi.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ static void *host_buf(comm_ctx *c, int k, size_t bytes) {
     if (bytes > c->host_bytes[k]) {
         free(c->host[k]);
         c->host[k] = malloc(bytes);
-        if (!c->host[k]) { fprintf(stderr, "comm: out of host memory for %zu bytes of staging\n", bytes); MPI_Abort(MPI_COMM_WORLD, 1); }
+        if (!c->host[k]) mem_host_failed("comm: staging", bytes);
         c->host_bytes[k] = bytes;
     }
     return c->host[k];
@@ -151,7 +152,7 @@ int comm_mpi_groups(comm_ctx *c, comm_group *tpg, comm_group *dpg, int tp) {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_Comm *t = malloc(sizeof *t), *d = malloc(sizeof *d);
-    if (!t || !d) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
+    if (!t || !d) mem_host_failed("comm: the group tables", 2 * sizeof(MPI_Comm));
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank % tp, t)); /* consecutive ranks */
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank % tp, rank / tp, d)); /* strided ranks */
     mpi_group(c, tpg, t);
@@ -277,7 +278,7 @@ static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n
 }
 static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     MPI_Request *q = malloc(sizeof *q);
-    if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
+    if (!q) mem_host_failed("comm: a request", sizeof(MPI_Request));
     const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
     MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), q));
     r->active = 1; r->mpi_req = q;

@@ -65,7 +65,7 @@ void fsdp_fill_params(fsdp_t *f, fsdp_fill_fn fill, void *ctx) {
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         float *host = calloc((size_t)u->shard ? (size_t)u->shard : 1, sizeof(float));
-        if (!host) { fprintf(stderr, "fsdp: out of host memory filling %s\n", u->name); exit(1); }
+        if (!host) mem_host_failed("fsdp: filling a unit", (size_t)u->shard * sizeof(float));
         for (int k = 0; k < u->nseg; k++) {
             int64_t first, count;
             if (!owned_range(u, &u->seg[k], r, &first, &count)) continue;
@@ -129,13 +129,14 @@ void fsdp_grad_end(fsdp_t *f, int i) {
     u->full_g = NULL;
 }
 
-/* one sumsq call over every owned segment: a device backend waits once, not once per segment */
-double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
+/* one sumsq call over every owned segment of the gradients or the master parameters: a device backend
+ * waits once, not once per segment */
+static double owned_sumsq(fsdp_t *f, int count_replicated, int params) {
     int total = 0;
     for (int i = 0; i < f->n; i++) total += f->u[i].nseg;
     const float **x = malloc((size_t)(total ? total : 1) * sizeof *x);
     size_t *n = malloc((size_t)(total ? total : 1) * sizeof *n);
-    if (!x || !n) { fprintf(stderr, "fsdp: out of host memory\n"); exit(1); }
+    if (!x || !n) mem_host_failed("fsdp: the segment list", (size_t)(total ? total : 1) * (sizeof *x + sizeof *n));
     int m = 0;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
@@ -143,7 +144,7 @@ double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
             int64_t first, count;
             if (u->seg[k].replicated && !count_replicated) continue;
             if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
-            x[m] = u->g + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
+            x[m] = (params ? u->p : u->g) + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
             n[m++] = (size_t)count;
         }
     }
@@ -151,6 +152,9 @@ double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
     free(x); free(n);
     return s;
 }
+
+double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) { return owned_sumsq(f, count_replicated, 0); }
+double fsdp_param_sumsq(fsdp_t *f) { return owned_sumsq(f, 1, 1); }
 
 /* one fused pass per segment (its weight decay): AdamW on g·gscale; at dp = 1 it also writes the
  * compute copy the next step's layers read and zeroes the gradient for the next backward */

@@ -76,6 +76,9 @@ void fsdp_grad_end(fsdp_t *f, int i);
 
 /* sum of squared owned gradients; replicated segments only where count_replicated != 0 */
 double fsdp_grad_sumsq(fsdp_t *f, int count_replicated);
+/* sum of squares (in double) of this rank's owned master parameters: not finite exactly when one of
+ * them is not (a float squared stays far inside double's range) */
+double fsdp_param_sumsq(fsdp_t *f);
 /* AdamW with step t on the owned slices, on the gradients times gscale (the clipping coefficient, or
  * 1): one fused pass (kernels' adamw_fused); at dp = 1 it rewrites the persistent compute copy and
  * zeroes the gradients for the next backward */

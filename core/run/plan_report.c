@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define say cli_say
 
@@ -23,6 +24,9 @@ int plan_report(const plan_req *q) {
     int B = mo.B, G;
     mesh_t m;
     if (mesh_init(&m, W, 0, q->tp, err, sizeof err)) { say("%s", err); return 2; }
+    mem_stats at1; /* nothing fits: what batch 1 needs, for the record as for the line */
+    int none_fits = 0;
+    memset(&at1, 0, sizeof at1);
     if (q->max_batch) {
         if (!q->budget) { say("--batch-size max needs --mem-budget"); return 2; }
         int b = plan_max_batch(q->E, q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
@@ -32,6 +36,7 @@ int plan_report(const plan_req *q) {
         if (b == 0) {
             mem_stats s; int w;
             if (plan_world(q->E, q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
+            at1 = s, none_fits = 1;
             char need[32], have[32], st[32];
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
@@ -108,6 +113,10 @@ int plan_report(const plan_req *q) {
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
         json_object_set_new(j, "time", time ? time : json_null());
         time = NULL;
+        /* batch 0: not even one sequence fits; say what one needs (peak, by category), not zeros */
+        json_object_set_new(j, "batch_1_needs", none_fits ? json_pack("{s:I, s:o}", "peak", (json_int_t)at1.total_peak,
+                                                                      "by_category", record_categories(at1.peak))
+                                                          : json_null());
         if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);
     } else {

@@ -21,6 +21,8 @@ typedef struct run_cfg {
     int help;
     int comm_set;    /* --comm was given (else nccl is chosen for multi-rank CUDA runs) */
     int world_set;   /* --world was given */
+    const char *parse_error; /* the command line did not parse on this rank (main): under a launcher the
+                                ranks agree on it before anything else (run_train) */
 } run_cfg;
 
 /* What a finished run reports besides its record (rank 0 has the record's figures). */
@@ -37,6 +39,9 @@ void run_cfg_defaults(run_cfg *c);
 /* 1 when this process is rank 0 of an MPI launch (by the launcher's environment) or not launched by
  * MPI: the rank that prints errors before MPI is started */
 int run_env_rank0(void);
+/* 1 when started by an MPI launcher (its rank variables are set): the ranks may have been given
+ * different command lines, so a refusal is agreed on across them before anyone exits */
+int run_env_launched(void);
 /* --plan: check the configuration and print the plan (one process, no MPI). Returns the exit code. */
 int run_plan(const run_cfg *c);
 /* One training run: starts and finalizes MPI. Returns the exit code; on a failure after MPI has started

@@ -34,7 +34,8 @@ static json_t *search_json(const sweep_result *r) {
         return json_null();
     }
     json_object_set_new(search, "plan_batch_size", r->plan_batch >= 0 ? json_integer(r->plan_batch) : json_null());
-    json_object_set_new(search, "capped_at_engine_limit", json_boolean(r->capped));
+    json_object_set_new(search, "capped_at_engine_limit", json_boolean(r->capped == SWEEP_CAP_ENGINE));
+    json_object_set_new(search, "capped_at_data_limit", json_boolean(r->capped == SWEEP_CAP_DATA));
     for (int p = 0; p < r->n_probes; p++) {
         const sweep_probe *pr = &r->probes[p];
         char prec[SWEEP_CELL_NAME_MAX + 48];
@@ -127,7 +128,7 @@ static json_t *mesh_json(const sweep_report_ctx *c, const sweep_result *r, doubl
     if (c->plan_only) {
         json_t *fits = sweep_record_get(r->record, "fits");
         json_object_set_new(m, "fits", json_is_boolean(fits) ? json_incref(fits) : json_null());
-        json_object_set_new(m, "capped_at_engine_limit", json_boolean(r->capped));
+        json_object_set_new(m, "capped_at_engine_limit", json_boolean(r->capped == SWEEP_CAP_ENGINE));
         mem_json(r, 1, m);
         sweep_cost_mesh_json(c, r, m);
         return m;
