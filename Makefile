@@ -33,12 +33,25 @@ ifneq ($(CUDA_SRCS),)
 endif
 endif
 
+# What every run record says it was built from (env.git, env.compiler): the revision with a dirty flag
+# ("unknown" outside a git checkout of this tree, e.g. a tarball) and the compiler's version line.
+# $(BUILD)/gen/buildinfo.h is rewritten only when they change, and only core/run/run_record.c includes
+# it, so a new commit or a first edit recompiles one file and relinks; nothing else is rebuilt.
+GIT_REV := $(shell [ "$$(git -C "$(CURDIR)" rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ] && \
+  git -C "$(CURDIR)" describe --always --dirty --abbrev=12 2>/dev/null | tr -cd '[:alnum:]._-' || echo unknown)
+CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -1 | tr -d '"\\')
+BUILDINFO := $(BUILD)/gen/buildinfo.h
+BUILDINFO_TEXT := \#define MESHSWEEP_GIT "$(or $(GIT_REV),unknown)"\n\#define MESHSWEEP_COMPILER "$(or $(CC_VERSION),unknown)"
+$(shell mkdir -p $(BUILD)/gen && printf '%b\n' '$(BUILDINFO_TEXT)' > $(BUILDINFO).new && \
+  { cmp -s $(BUILDINFO).new $(BUILDINFO) && rm -f $(BUILDINFO).new || mv -f $(BUILDINFO).new $(BUILDINFO); })
+CFLAGS += -I$(BUILD)/gen
+
 LIB_SRCS := $(wildcard core/*/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan clean fuzz lint gpu-kit cuda-tools
+.PHONY: all deps data test test-gpu sweep plan calibrate clean fuzz lint gpu-kit cuda-tools
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -103,6 +116,16 @@ sweep: deps
 	$(MAKE) all
 	$(MAKE) data
 	$(BUILD)/sweep $(SWEEP)
+
+# `make calibrate`: measure this host for the step-time model (docs/cost-model.md): the steps of CALIBRATE_SPECS,
+# a GEMM grid, how ranks share the cores and the collectives of every group size of 8 ranks, under the default
+# sweep's launcher, into $(BUILD)/machines/HOST-Nc.json (about a minute; a sweep without one does this itself)
+CALIBRATE_SPECS ?= sweeps/default.json,sweeps/cpu-small.json
+calibrate: deps
+	$(MAKE) all
+	OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 $(BUILD)/calibrate \
+	  --spec $(CALIBRATE_SPECS) --build "$$(git describe --always --dirty 2>/dev/null || echo unknown)" --verbose 1
 
 # `make plan SWEEP=...`: the same spec as plans only (build/sweep --plan-only): nothing is launched
 plan: deps

@@ -44,6 +44,11 @@ static const cli_opt OPTS[] = {
      "usable - runtime overhead - reserve); on a CUDA run: --mem-budget auto"},
     {"plan", CLI_ON, F(plan), NULL, "plan memory for one step without running (one process)"},
     {"world", CLI_INT, F(world), "W", "with --plan: world size to plan for"},
+    {"machine", CLI_STR, F(machine), "NAME|FILE", "step-time model: h100-80gb, h200-141gb, a100-80gb or a machine file "
+     "(default: this host's `make calibrate` file, or the --gpu / CUDA device's model); --plan predicts the step, a run "
+     "records the prediction next to what it measured"},
+    {"gpus-per-host", CLI_INT, F(gpus_per_host), "N", "with --plan: ranks per host (consecutive ranks fill a host; default: "
+     "one GPU per rank on a GPU machine, every rank on this host on a CPU one)"},
     {"sequence-parallel", CLI_ON, F(sp), NULL, "sequence parallel (default on when tp > 1)"},
     {"no-sequence-parallel", CLI_OFF, F(sp), NULL, "replicate the residual stream across the TP group"},
     {"sp-activations", CLI_STR, F(sp_activations), "local|gathered", "sequence parallel: save each column-parallel block's input as the sequence shard and all-gather it again in backward (local), or save it all-gathered (gathered)"},
@@ -73,7 +78,14 @@ int main(int argc, char **argv) {
     cli_set_program("train"); cli_set_rank0(rank0);
     const char *comm_default = o.comm;
     char err[256];
-    if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
+    int bad = cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err);
+    if (!*o.ckpt) o.ckpt = "full"; /* the bare --checkpoint-activations */
+    if (bad) {
+        if (!run_env_launched()) { cli_say("%s", err); return 2; }
+        o.parse_error = err; /* the other ranks may have parsed theirs: every rank leaves together */
+        run_result res;
+        return run_train(&o, &res);
+    }
     o.comm_set = o.comm != comm_default;
     for (int i = 1; i < argc; i++) {
         if (!strncmp(argv[i], "--world", 7)) o.world_set = 1;
@@ -81,7 +93,6 @@ int main(int argc, char **argv) {
         if (!strncmp(argv[i], "--global-batch", 14)) o.global_batch_set = 1;
     }
     if (o.help) { if (rank0) usage(); return 0; }
-    if (!*o.ckpt) o.ckpt = "full"; /* the bare --checkpoint-activations */
     if (o.plan) return run_plan(&o);
     run_result res;
     return run_train(&o, &res);

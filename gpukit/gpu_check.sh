@@ -8,6 +8,13 @@
 #                 `binaries`: the carried programs exist and resolve every library
 #   cuda_kernels  build/tests/test_cuda_kernels: every ops_cuda op against the CPU reference
 #   cuda_bf16     build/tests/test_cuda_bf16: every ops_cuda_bf16 op against the CPU reference
+#   cuda_attention build/tests/test_cuda_attention: the tensor-core attention (mma, cp.async and
+#                 ldmatrix fragment self-tests, forward and backward at head dims 64 and 128) against
+#                 the CPU reference
+#   calibrate     this GPU's machine files for the step-time model (core/cost/): build/calibrate --quick on
+#                 bench_1b's bf16 step (1 rank) and on the meshes' fp32 steps (8 ranks on the one GPU),
+#                 written into $OUT as machine-bf16.json and machine-fp32.json; the runs below predict
+#                 their step with them before step 1
 #   init_1b       the host side: llama3.2-1b's owned slices at 1x1 initialised by build/initbench
 #                 (threads, wall and CPU seconds; design 4.2, core/engine/init.c)
 #   cpu_vs_cuda   1 rank, fp32: the same run on --backend cpu and cuda gives the same losses (run_gpu.sh)
@@ -19,8 +26,13 @@
 #   plan          plan = measured on CUDA: each run record's planned tracked bytes equal the measured
 #                 ones byte for byte (bench_1b and mesh_1x1), and the device memory in use stays within
 #                 the budget plus the runtime overhead the run measured (bench_1b)
+#   prediction    predicted against measured step time of bench_1b and the meshes (their records'
+#                 summary.predicted_step_ms and step_ms_median): the error of each; a benchmark, FAIL only
+#                 when a run that finished has no prediction
 #   gpu_bench     when at least 60 s remain: bench/gpu_bench.sh into $OUT/gpu-bench, the per-kernel
-#                 times at llama3.2-1b's shapes (GEMMs against cuBLAS, attention TFLOP/s, CE, AdamW)
+#                 times at llama3.2-1b's shapes (GEMMs against cuBLAS, attention TFLOP/s, CE, AdamW),
+#                 attention at head dims 64/128 and T 2048/8192, the fused AdamW's bandwidth, the GEMM
+#                 peak, MFU in two conventions against two peaks
 #                 next to bench_1b's record (no second engine run); a benchmark, nothing asserted:
 #                 FAIL only when a program fails or it runs out of time
 # The truth, not a hopeful reading: a step is `skip` only when there is no GPU (then every GPU step
@@ -116,7 +128,8 @@ row env ok $(( $(date +%s) - s )) "${gpu_line:-no GPU ($gpu_why)}; $(nproc) core
 # ---- build (source tree) or the carried binaries (kit)
 if [ "$prebuilt" = 1 ]; then
   s=$(date +%s); missing=""
-  for b in "$BUILD/train" "$BUILD/initbench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16"; do
+  for b in "$BUILD/train" "$BUILD/initbench" "$BUILD/calibrate" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16" \
+           "$BUILD/tests/test_cuda_attention"; do
     if [ ! -x "$b" ]; then missing="$missing $b(absent)"
     else nf=$(ldd "$b" 2>&1 | awk '/not found/ { printf "%s ", $1 }'); [ -z "$nf" ] || missing="$missing $b(not found: $nf)"; fi
   done
@@ -141,6 +154,31 @@ cuda_test() { # NAME BINARY
 }
 cuda_test cuda_kernels test_cuda_kernels
 cuda_test cuda_bf16 test_cuda_bf16
+cuda_test cuda_attention test_cuda_attention
+
+# ---- this GPU measured for the step-time model: bench_1b's step (bf16, 1 rank) and the meshes' (fp32, the
+# 8-rank meshes of `small` at global batch 8, every rank on the one GPU: a spec of them for build/calibrate)
+G=8
+if gate calibrate; then
+  printf '%s\n' '{"name": "gpu-meshes", "world": 8, "meshes": ["1x8", "2x4", "4x2", "8x1"], "model": "small", "seq_len": 128,
+    "steps": 6, "lr": 1e-3, "global_batch": '$G', "data": "synthetic", "backend": "cuda", "timeout_s": 60}' > "$OUT_DIR/mesh-spec.json"
+  s=$(date +%s)
+  run calibrate 30 60 "$BUILD/calibrate" --backend cuda --dtype bf16 --quick --model llama3.2-1b --seq-len 2048 --batch-size 1 \
+    --out "$OUT_DIR/machine-bf16.json"
+  c1=$rc
+  if [ "$c1" -eq 0 ]; then
+    cp "$OUT_DIR/calibrate.log" "$OUT_DIR/calibrate-bf16.log"
+    run calibrate 30 90 mpirun --oversubscribe -np 8 "$BUILD/calibrate" --backend cuda --dtype fp32 --quick \
+      --spec "$OUT_DIR/mesh-spec.json" --out "$OUT_DIR/machine-fp32.json"
+  fi
+  secs=$(( $(date +%s) - s ))
+  pk=$(jget "$OUT_DIR/machine-bf16.json" 'r["compute"]["peak_tflops"]'); pk32=$(jget "$OUT_DIR/machine-fp32.json" 'r["compute"]["peak_tflops"]')
+  if [ "$rc" -eq 0 ] && { [ -z "$pk" ] || [ -z "$pk32" ]; }; then row calibrate FAIL "$secs" "exit 0 but no machine file"
+  else verdict calibrate "bf16 GEMM peak ${pk:-?} TFLOP/s, fp32 ${pk32:-?} TFLOP/s (8 ranks)" "bf16_peak_tflops=$pk;fp32_peak_tflops=$pk32"; fi
+fi
+m16=(); m32=()
+[ -s "$OUT_DIR/machine-bf16.json" ] && m16=(--machine "$OUT_DIR/machine-bf16.json")
+[ -s "$OUT_DIR/machine-fp32.json" ] && m32=(--machine "$OUT_DIR/machine-fp32.json")
 
 # ---- initialisation of llama3.2-1b's owned slices at 1x1 on this host (what bench_1b waits for first)
 if gate init_1b; then
@@ -163,7 +201,7 @@ fi
 # ---- llama3.2-1b, 1x1, bf16, seq 2048
 if gate bench_1b; then
   run bench_1b 60 150 "$BUILD/train" --model llama3.2-1b --backend cuda --dtype bf16 --seq-len 2048 --batch-size 1 \
-    --steps 10 --data synthetic --warmup-steps-excluded 3 --log-every 1 --mem-budget auto --out "$OUT_DIR/bench_1b.json"
+    --steps 10 --data synthetic --warmup-steps-excluded 3 --log-every 1 --mem-budget auto "${m16[@]}" --out "$OUT_DIR/bench_1b.json"
   f=$OUT_DIR/bench_1b.json
   tok=$(jget "$f" 'r["summary"]["tok_s"]'); mfu=$(jget "$f" 'r["summary"]["mfu"]'); ms=$(jget "$f" 'r["summary"]["step_ms_median"]')
   peak=$(jget "$f" 'r["memory"]["peak"]'); dused=$(jget "$f" 'r["memory"]["device"]["used_at_end"]'); dtot=$(jget "$f" 'r["memory"]["device"]["total"]')
@@ -173,8 +211,7 @@ if gate bench_1b; then
 fi
 
 # ---- the 8-rank meshes of `small` on the one GPU, fixed global batch G, against 1 rank
-G=8
-common=(--model small --backend cuda --dtype fp32 --comm mpi --seq-len 128 --steps 6 --lr 1e-3 --data synthetic --log-every 1000)
+common=(--model small --backend cuda --dtype fp32 --comm mpi --seq-len 128 --steps 6 --lr 1e-3 --data synthetic --log-every 1000 "${m32[@]}")
 ref=""
 if gate mesh_1x1; then
   run mesh_1x1 20 60 "$BUILD/train" "${common[@]}" --batch-size $G --out "$OUT_DIR/mesh_1x1.json"
@@ -237,6 +274,36 @@ PY
 }
 if gate plan; then plan_check; fi
 
+# ---- predicted against measured step time (the records of bench_1b and the meshes)
+if gate prediction; then
+  s=$(date +%s); recs=()
+  for n in bench_1b mesh_1x1 mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1; do [ -f "$OUT_DIR/$n.json" ] && recs+=("$OUT_DIR/$n.json"); done
+  if [ "${#recs[@]}" -eq 0 ]; then
+    if grep -q $'^bench_1b\tskip\t' "$OUT_DIR/steps.tsv"; then row prediction skip 0 "not started: out of time (no run record)"
+    else row prediction FAIL 0 "no run record (the runs failed)"; fi
+  else
+    python3 - "${recs[@]}" > "$OUT_DIR/prediction.log" 2>&1 <<'PY'
+import json, os, sys
+figs, notes, bad = [], [], []
+for p in sys.argv[1:]:
+    r = json.load(open(p)); n = os.path.basename(p)[:-5]; s = r.get("summary", {})
+    pr, me = s.get("predicted_step_ms"), s.get("step_ms_median")
+    if r.get("status") == "ok" and not pr:
+        bad.append(f"{n}: no summary.predicted_step_ms")
+    elif pr and me:
+        e = pr / me - 1
+        figs += [f"{n}_predicted_ms={pr:.4g}", f"{n}_measured_ms={me:.4g}", f"{n}_prediction_error={e:.4f}"]
+        notes.append(f"{n} {100 * e:+.0f}%")
+print("FIGURES " + ";".join(figs)); print("NOTE " + " ".join(notes))
+for b in bad: print("BAD " + b)
+PY
+    secs=$(( $(date +%s) - s )); figs=$(sed -n 's/^FIGURES //p' "$OUT_DIR/prediction.log")
+    if grep -q '^BAD \|Error' "$OUT_DIR/prediction.log"; then
+      row prediction FAIL "$secs" "$(grep -m1 -E '^BAD|Error' "$OUT_DIR/prediction.log" | sed 's/^BAD //' | cut -c1-120)"
+    else row prediction ok "$secs" "predicted/measured - 1: $(sed -n 's/^NOTE //p' "$OUT_DIR/prediction.log" | cut -c1-110)" "$figs"; fi
+  fi
+fi
+
 # ---- the speed report, with what time remains (kernel times; the engine figures are bench_1b's)
 if gate gpu_bench; then
   kt=$(( $(left) - 20 )); [ "$kt" -gt 150 ] && kt=150
@@ -245,9 +312,11 @@ if gate gpu_bench; then
   f=$OUT_DIR/gpu-bench/summary.json
   afw=$(jget "$f" 'r["attention_forward_tflops"]'); abw=$(jget "$f" 'r["attention_backward_tflops"]')
   kmfu=$(jget "$f" 'r["kernel_sum_mfu"]'); emfu=$(jget "$f" 'r["engine_mfu"]')
+  f128=$(jget "$f" 'r["attention_forward_hd128_T2048_tflops"]'); b128=$(jget "$f" 'r["attention_backward_hd128_T2048_tflops"]')
+  adam=$(jget "$f" 'r["adamw_fused_gb_s"]'); emfuc=$(jget "$f" 'r["engine_mfu_causal"]')
   if [ "$rc" -eq 0 ] && [ -z "$afw" ]; then row gpu_bench FAIL "$secs" "exit 0 but no attention figures in gpu-bench/summary.json"
-  else verdict gpu_bench "attention fwd ${afw:-?} bwd ${abw:-?} TFLOP/s  kernel-sum MFU ${kmfu:-?}  engine MFU ${emfu:-?}" \
-    "attention_forward_tflops=$afw;attention_backward_tflops=$abw;kernel_sum_mfu=$kmfu;engine_mfu=$emfu"; fi
+  else verdict gpu_bench "attention fwd ${afw:-?} bwd ${abw:-?} TFLOP/s (hd128 T2048: ${f128:-?} / ${b128:-?})  AdamW ${adam:-?} GB/s  kernel-sum MFU ${kmfu:-?}  engine MFU ${emfu:-?} (causal half ${emfuc:-?})" \
+    "attention_forward_tflops=$afw;attention_backward_tflops=$abw;attention_forward_hd128_T2048_tflops=$f128;attention_backward_hd128_T2048_tflops=$b128;adamw_fused_gb_s=$adam;kernel_sum_mfu=$kmfu;engine_mfu=$emfu;engine_mfu_causal=$emfuc"; fi
 fi
 
 # ---- table and summary.json

@@ -2,7 +2,7 @@
 # gpukit/make_kit.sh — `make gpu-kit`: packs what a bare CUDA machine needs to run the GPU check
 # into $BUILD/gpu-kit/ (at most 48 MiB), so that nothing is built or installed there.
 #
-#   tree/build/{train,initbench,gpu_bench}, tree/build/tests/test_cuda_{kernels,bf16}   built by `make`
+#   tree/build/{train,initbench,gpu_bench,calibrate}, tree/build/tests/test_cuda_{kernels,bf16,attention}   built by `make`
 #        (nvcc: sm_80 and sm_90 code + compute_90 PTX; RUNPATH only, so LD_LIBRARY_PATH wins)
 #   tree/gpukit/{gpu_check.sh,run_gpu.sh}, tree/tests/lib.sh, tree/bench/gpu_bench.sh   the check itself
 #   debs/*.deb + debs/LIST                                        the Debian runtime packages the
@@ -25,11 +25,13 @@ MAX_BYTES=$((48 * 1024 * 1024))
 say() { echo "gpu-kit: $*"; }
 die() { echo "gpu-kit: $*" >&2; exit 1; }
 
-BINS=("$BUILD/train" "$BUILD/initbench" "$BUILD/gpu_bench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16")
+BINS=("$BUILD/train" "$BUILD/initbench" "$BUILD/gpu_bench" "$BUILD/calibrate" "$BUILD/tests/test_cuda_kernels"
+      "$BUILD/tests/test_cuda_bf16" "$BUILD/tests/test_cuda_attention")
 for b in "${BINS[@]}"; do [ -x "$b" ] || die "$b is not built (run make; the kit needs nvcc for the CUDA tests)"; done
 readelf -d "$BUILD/train" | grep -q 'libcudart' || die "$BUILD/train has no CUDA (nvcc not found at build time?)"
 # compute_90 PTX must be embedded so a newer GPU can JIT it (`make clean` if objects predate the flag)
-for b in "$BUILD/train" "$BUILD/gpu_bench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16"; do
+for b in "$BUILD/train" "$BUILD/gpu_bench" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_bf16" \
+         "$BUILD/tests/test_cuda_attention"; do
   grep -aq '\.target sm_90' "$b" || die "$b carries no compute_90 PTX (objects built before the flag: make clean && make)"
 done
 

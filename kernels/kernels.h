@@ -69,7 +69,8 @@ typedef float floatX;
       (din, dout, tab, B, T, nh, hd), C)                                                                          \
     /* causal softmax attention with GQA: q[B,T,H*hd], k,v[B,T,KV*hd] -> out[B,T,H*hd], scale 1/sqrt(hd), query  \
      * head j uses kv head j/(H/KV). lse[B,H,T] (log-sum-exp of scaled scores) is saved for backward; no          \
-     * [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats. */                                            \
+     * [B,H,T,T] tensor is kept. ws: attention_ws_floats(T) floats on the CPU; on CUDA the forward takes none   \
+     * and the backward attention_flash_ws_floats(B, T, H, KV, hd). */                                            \
     X(void, attention_forward, (floatX *out, float *lse, float *ws, const floatX *q, const floatX *k,             \
       const floatX *v, int B, int T, int H, int KV, int hd), (out, lse, ws, q, k, v, B, T, H, KV, hd), C)         \
     X(void, attention_backward, (floatX *dq, floatX *dk, floatX *dv, float *ws, const floatX *dout,               \
@@ -104,6 +105,12 @@ typedef float floatX;
      * with bc1 = 1-beta1^t, bc2 = 1-beta2^t. */                                                                  \
     X(void, adamw, (float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,   \
       float eps, float wd, float bc1, float bc2), (p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2), F)        \
+    /* the engine's optimizer step over a flat slice, in one pass over p, g, m, v: exactly scale_inplace(g,     \
+     * gscale) (skipped when gscale = 1) then adamw, then, when pc is not NULL, pc[i] = the new p[i] in compute  \
+     * precision (as to_compute), and, when zero_g, g[i] = 0 (so g ends as g·gscale, or 0) */                    \
+    X(void, adamw_fused, (float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,   \
+      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2),                             \
+      (p, pc, g, m, v, n, gscale, zero_g, lr, beta1, beta2, eps, wd, bc1, bc2), C)                                \
     /* y += x */                                                                                                  \
     X(void, add_inplace, (floatX *y, const floatX *x, size_t n), (y, x, n), C)                                    \
     /* y *= s */                                                                                                  \
@@ -155,8 +162,15 @@ typedef struct ops_trace {
 static inline size_t rope_table_floats(int T, int hd) { return (size_t)T * (size_t)(hd / 2) * 2u; }
 void rope_table_fill(float *tab, const double *inv_freq, int T, int hd);
 
-/* floats of workspace attention_forward/backward need for sequence length T */
+/* floats of workspace attention_forward/backward need for sequence length T (the CPU kernels) */
 static inline size_t attention_ws_floats(int T) { return 2u * (size_t)T * (size_t)T; }
+/* floats of workspace the CUDA flash attention_backward needs (its forward needs none): D =
+ * rowsum(dO ⊙ O) per query row (B·H·T, rounded up to 4 floats), and with GQA (H > KV) every query
+ * head's fp32 dK and dV before the sum over its group (2·B·T·H·hd) */
+static inline size_t attention_flash_ws_floats(int B, int T, int H, int KV, int hd) {
+    const size_t d = ((size_t)B * H * T + 3u) / 4u * 4u;
+    return d + (H != KV ? 2u * (size_t)B * T * H * hd : 0u);
+}
 
 extern const ops_t ops_cpu;
 extern const ops_t ops_null;
@@ -169,6 +183,10 @@ extern const ops_t ops_cuda;
 
 /* cpu: set BLAS to one thread (one per rank) and measure the single-thread SGEMM rate (GFLOP/s) */
 void cpu_blas_init(void);
+/* what the BLAS library is and which kernels it chose on this host (OpenBLAS picks them by CPU, or by
+ * OPENBLAS_CORETYPE): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...", "Cooperlake" */
+const char *cpu_blas_config(void);
+const char *cpu_blas_core(void);
 double cpu_sgemm_gflops(int n, double seconds);
 
 #endif

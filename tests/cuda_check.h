@@ -30,7 +30,6 @@ typedef struct ck_prec {
     void (*set_c)(float *d, const float *h, size_t n); /* overwrite a compute-precision device buffer */
     float *(*get_c)(const float *d, size_t n);       /* host floats of a compute-precision buffer */
     double tol_c_ew, tol_c_mm, tol_c_copy, tol_f_ew, tol_f_mm;
-    int attention_ws;                                /* the backend uses the attention workspace */
     void (*swiglu_extra)(const float *d_out, const float *want, size_t n); /* extra check, or NULL */
 } ck_prec;
 
@@ -149,6 +148,47 @@ static void ck_adamw(float *p, const float *g, float *m, float *v, float *d_p, c
         snprintf(nm, sizeof nm, "%sadamw_%s%s", P->prefix, what[k], suffix);
         cmpf(nm, dev_of[k], host_of[k], n, tol);
     }
+}
+
+/* the engine's fused step (adamw_fused: the clipping scale inside, the new parameters also into a
+ * compute-precision copy, the gradient zeroed) against the reference composition scale_inplace +
+ * adamw; the copy must be exactly the device's new parameters rounded to compute precision. off = 1
+ * starts every array one element into its allocation (not 16-byte aligned: the 1-element path);
+ * n odd leaves a tail after the 8-element vectors. Checks PREFIXadamw_fused_{param,m,v,copy,grad}SUFFIX. */
+static void ck_adamw_fused(size_t n, int off, double tol) {
+    const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gscale = 0.61f;
+    const float bc1 = 1.0f - powf(b1, 3.0f), bc2 = 1.0f - powf(b2, 3.0f);
+    float *p = rnd(n, 1.0f), *g = rnd(n, 1e-2f), *m = rnd(n, 1e-3f), *v = rnd(n, 1e-4f);
+    for (size_t i = 0; i < n; i++) { /* fp32 values that are not bf16 */
+        p[i] += 1e-5f * frand();
+        v[i] = fabsf(v[i]);
+    }
+    float *b_p = devf(NULL, n + 1), *b_g = devf(NULL, n + 1), *b_m = devf(NULL, n + 1), *b_v = devf(NULL, n + 1);
+    float *b_pc = P->dev_c_nan(n + 1);
+    float *d_p = b_p + off, *d_g = b_g + off, *d_m = b_m + off, *d_v = b_v + off;
+    float *d_pc = (float *)((char *)b_pc + (size_t)off * D->cbytes);
+    D->from_host(d_p, p, n * 4); D->from_host(d_g, g, n * 4); D->from_host(d_m, m, n * 4); D->from_host(d_v, v, n * 4);
+    R->scale_inplace(g, gscale, n);
+    R->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+    D->adamw_fused(d_p, d_pc, d_g, d_m, d_v, n, gscale, 1, lr, b1, b2, eps, wd, bc1, bc2);
+    const char *suffix = off ? " (unaligned)" : "";
+    static const char *const what[3] = {"param", "m", "v"};
+    const float *dev_of[3] = {d_p, d_m, d_v}, *host_of[3] = {p, m, v};
+    char nm[128];
+    for (int k = 0; k < 3; k++) {
+        snprintf(nm, sizeof nm, "%sadamw_fused_%s%s", P->prefix, what[k], suffix);
+        cmpf(nm, dev_of[k], host_of[k], n, tol);
+    }
+    float *np = getf(d_p, n), *gz = getf(d_g, n);
+    for (size_t i = 0; i < n; i++) np[i] = P->round(np[i]);
+    snprintf(nm, sizeof nm, "%sadamw_fused_copy%s", P->prefix, suffix);
+    cmpc(nm, d_pc, np, n, 0.0);
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i++) nz += gz[i] != 0.0f;
+    snprintf(nm, sizeof nm, "%sadamw_fused_grad_zeroed%s", P->prefix, suffix);
+    CHECK(nz == 0, nm, "%zu of %zu gradient elements not zero", nz, n);
+    free(p); free(g); free(m); free(v); free(np); free(gz);
+    D->dev_free(b_p); D->dev_free(b_g); D->dev_free(b_m); D->dev_free(b_v); D->dev_free(b_pc);
 }
 
 /* add_inplace of n compute-precision values against the reference; the host arrays (y: the reference
@@ -368,7 +408,8 @@ static void test_attention_case(int B, int T, int H, int KV, int hd) {
     float *dq0 = rnd(nq, 1.0f), *dk0 = rnd(nk, 1.0f), *dv0 = rnd(nk, 1.0f);
     float *out = xmalloc(nq * sizeof(float)), *lse = xmalloc(nl * sizeof(float)), *ws = xmalloc(nws * sizeof(float));
     float *d_q = P->dev_c(q, nq), *d_k = P->dev_c(k, nk), *d_v = P->dev_c(v, nk), *d_dout = P->dev_c(dout, nq);
-    float *d_out = P->dev_c_nan(nq), *d_lse = devf_nan(nl), *d_ws = P->attention_ws ? devf_nan(nws) : NULL;
+    /* the device tables' workspace (kernels.h): the backward's D and GQA partials, NaN to start with */
+    float *d_out = P->dev_c_nan(nq), *d_lse = devf_nan(nl), *d_ws = devf_nan(attention_flash_ws_floats(B, T, H, KV, hd));
     R->attention_forward(out, lse, ws, q, k, v, B, T, H, KV, hd);
     D->attention_forward(d_out, d_lse, d_ws, d_q, d_k, d_v, B, T, H, KV, hd);
     name_of(nm, sizeof nm, "attention_forward", cfg);
@@ -407,7 +448,7 @@ static void test_attention_case(int B, int T, int H, int KV, int hd) {
     free(q); free(k); free(v); free(dout); free(dq0); free(dk0); free(dv0); free(out); free(lse); free(ws);
     D->dev_free(d_q); D->dev_free(d_k); D->dev_free(d_v); D->dev_free(d_dout); D->dev_free(d_out);
     D->dev_free(d_lse);
-    if (d_ws) D->dev_free(d_ws);
+    D->dev_free(d_ws);
 }
 
 static void test_attention(int small) {

@@ -25,10 +25,20 @@ mut 'weight decay applied to norm weights' \
     'core/*/*.c' \
     'test_optim t_reference'
 mut 'clip coefficient computed but not applied' \
-    'if \(coef < 1\.0\) fsdp_scale_grads\(&M->fsdp, \(float\)coef\);' \
+    'if \(coef < 1\.0\) gscale = \(float\)coef;' \
     'if (coef < 1.0) (void)coef;' \
     'core/*/*.c' \
     'test_optim t_reference'
+mut 'the fused AdamW step does not zero the gradients at dp = 1' \
+    'const int zero_g = f->dp->size == 1;' \
+    'const int zero_g = 0;' \
+    'core/*/*.c' \
+    'test_optim'
+mut 'a dp = 1 backward trusts a gradient no step has zeroed' \
+    'if \(!u->g_zero\) f->ops->zero' \
+    'if (0) f->ops->zero' \
+    'core/*/*.c' \
+    'test_optim'
 mut 'cosine warmup off by one step' \
     'c->lr \* \(s \+ 1\) / c->warmup' \
     'c->lr * s / c->warmup' \

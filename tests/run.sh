@@ -20,6 +20,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OPENBLAS_NUM_THREADS=1
+# sweeps in the suites neither calibrate this host nor check its drift (core/sweep/machine.h); t_cost.sh
+# turns it on where it tests it
+export MESHSWEEP_CALIBRATE=${MESHSWEEP_CALIBRATE:-0}
+# and predict with no machine model unless a suite names one (t_cost.sh), whatever build/machines/ holds
+export MESHSWEEP_MACHINE=${MESHSWEEP_MACHINE:-none}
 # `make test SAN=1`: sanitizer options, suppressions and report collection (tests/san/env.sh)
 if [ "$BUILD" = build-san ]; then . tests/san/env.sh; fi
 MANIFEST=${MANIFEST:-tests/expected.txt}

@@ -43,6 +43,20 @@ bad opt_log_every_zero 2 '^train: --log-every must be >= 1' --log-every 0
 bad opt_world_without_plan 2 '^train: --world is only valid with --plan' --world 4
 bad opt_bf16_on_cpu 2 '^train: --dtype bf16 needs --backend cuda' --dtype bf16
 bad opt_unknown_backend 2 "^train: --backend must be cpu or cuda \(got 'gpu'\)" --backend gpu
+# every numeric option says its range; an option that would be accepted and then ignored is refused
+bad opt_peak_tflops_negative 2 '^train: --peak-tflops must be >= 0' --peak-tflops -5
+bad opt_seed_beyond_range 2 "^train: option --seed: '18446744073709551615' is not an integer in \[0, 9223372036854775807\]" --seed 18446744073709551615
+bad opt_seed_negative 2 "^train: option --seed: '-1' is not an integer in \[0, 9223372036854775807\]" --seed -1
+bad opt_int_range_named 2 "^train: option --eval-every: '2147483648' is not an integer in \[-2147483647, 2147483647\]" --eval-every 2147483648
+bad opt_warmup_with_constant 2 '^train: --warmup 5 applies to --schedule cosine only' --warmup 5
+bad opt_warmup_not_below_steps 2 '^train: --warmup 3 must be below --steps 3' --schedule cosine --warmup 3 --steps 3
+# a value with a newline in it stays on one line (every message of train and mkdata)
+bad opt_newline_in_string_value 2 "^train: --schedule must be constant or cosine \(got 'cos\?ine'\)" --schedule $'cos\nine'
+bad opt_newline_in_number 2 "^train: option --steps: '1\?2' is not an integer" --steps $'1\n2'
+bad opt_newline_in_option_name 2 "^train: unknown option '--fo\?o'" $'--fo\no'
+bad opt_newline_in_save_folder 2 "^train: cannot write /nonexistent\?dir/x.st" --save $'/nonexistent\ndir/x.st'
+bad opt_newline_in_dtype 2 "^train: --dtype must be fp32 or bf16 \(got 'f\?p'\)" --dtype $'f\np'
+expect_exit mkdata_newline_in_path 2 "^mkdata: cannot open $T/no\?ne.txt" -- "$MK" "$T/no"$'\n'"ne.txt" "$T/o"
 expect_exit sweep_opt_two_specs 2 '^sweep: one spec at a time' -- "$SW" sweeps/smoke.json sweeps/default.json
 expect_exit sweep_opt_out_dir_no_value 2 '^sweep: --out-dir needs a value' -- "$SW" sweeps/smoke.json --out-dir
 expect_exit sweep_opt_no_spec 2 '^sweep: missing SPEC.json' -- "$SW"
@@ -172,7 +186,38 @@ spec "$T/timeout_neg.json" '"ok"' '' && sed -i 's/"timeout_s": 60/"timeout_s": -
 expect_exit spec_timeout_negative 2 '^sweep: .*timeout_s: ' -- "$SW" "$T/timeout_neg.json"
 spec "$T/launcher_bad.json" '"ok"' ', "launcher": "mpirun -np 2"'
 expect_exit spec_launcher_string 2 '^sweep: .*launcher: expected an array of strings' -- "$SW" "$T/launcher_bad.json"
+# faults that only a launch of every mesh used to find (the folder made, every mesh failed, exit 0):
+# found before anything runs, as build/train itself would refuse them (exit 2, one line, the key named)
+mkfifo "$T/fifo_data.bin"
+spec "$T/fifo_data.json" '"ok"' ''; sed -i "s|\"data\": \"$DATA\"|\"data\": \"$T/fifo_data.bin\"|" "$T/fifo_data.json"
+expect_exit spec_data_fifo_no_hang 2 "^sweep: .*: data: $T/fifo_data.bin is not a regular file" -- "$SW" "$T/fifo_data.json" --out-dir "$T/res"
+printf '\x92NUMPY\x01\x00\x46\x00{"descr": "<u2", "fortran_order": False, "shape": (100,), }' > "$T/near.npy"; head -c 200 /dev/zero >> "$T/near.npy"
+spec "$T/near_eval.json" '"ok"' ', "eval_data": "'"$T"'/near.npy"'
+expect_exit spec_eval_data_damaged_header 2 "^sweep: .*: eval_data: $T/near.npy looks like a .npy file with a damaged header" -- "$SW" "$T/near_eval.json" --out-dir "$T/res"
+spec "$T/gpu_bad.json" '"ok"' ', "gpu": "h900-1tb", "batch_size": "max", "mem_budget": "auto", "backend": "cuda"'
+sed -i 's/"batch_size": 1, //' "$T/gpu_bad.json"
+expect_exit spec_unknown_gpu 2 "^sweep: .*: gpu: build/train refuses cell 1x2: --gpu 'h900-1tb' is not a known device" -- "$SW" "$T/gpu_bad.json" --out-dir "$T/res" --plan-only
+spec "$T/seq_long.json" '"ok"' '' && sed -i 's/"seq_len": 16/"seq_len": 4096/' "$T/seq_long.json"
+expect_exit spec_seq_len_past_positions 2 "^sweep: .*: seq_len: build/train refuses cell 1x2: --seq-len 4096 exceeds max_position_embeddings 1024" -- "$SW" "$T/seq_long.json" --out-dir "$T/res"
+spec "$T/gpu_budget.json" '"ok"' ', "gpu": "h100-80gb", "mem_budget": "16MiB"'
+expect_exit spec_gpu_and_byte_budget 2 "^sweep: .*: mem_budget: build/train refuses cell 1x2: --mem-budget 16MiB and --gpu h100-80gb are two budgets" -- "$SW" "$T/gpu_budget.json" --out-dir "$T/res"
+spec "$T/warm.json" '"ok"' ', "schedule": "cosine", "warmup": 1'
+expect_exit spec_warmup_not_below_steps 2 "^sweep: .*: warmup: build/train refuses cell 1x2: --warmup 1 must be below --steps 1" -- "$SW" "$T/warm.json" --out-dir "$T/res"
+spec "$T/warm_const.json" '"ok"' ', "warmup": 1'
+expect_exit spec_warmup_with_constant 2 "^sweep: .*: warmup: build/train refuses cell 1x2: --warmup 1 applies to --schedule cosine only" -- "$SW" "$T/warm_const.json" --out-dir "$T/res"
+spec "$T/extra_bad.json" '"ok"' ', "extra_args": ["--bogus"]'
+expect_exit spec_extra_args_unknown_option 2 "^sweep: .*: extra_args: build/train refuses cell 1x2: unknown option '--bogus'" -- "$SW" "$T/extra_bad.json" --out-dir "$T/res"
+spec "$T/heads.json" '"ok"' '' && sed -i 's/"world": 2, "meshes": \["1x2"\]/"world": 3, "meshes": ["1x3"]/' "$T/heads.json"
+expect_exit spec_tp_not_dividing_heads 2 "^sweep: .*: meshes: build/train refuses cell 1x3: --tp 3 does not divide" -- "$SW" "$T/heads.json" --out-dir "$T/res"
+head -c 100 "$DATA" > "$T/few.bin"
+spec "$T/few.json" '"ok"' '' && sed -i "s|\"data\": \"$DATA\"|\"data\": \"$T/few.bin\"|; s/\"batch_size\": 1/\"batch_size\": 4/" "$T/few.json"
+expect_exit spec_data_fewer_sequences_than_a_batch 2 "^sweep: .*: data: $T/few.bin holds 3 sequences of 16 tokens, fewer than one global batch of 4 \(cell 1x2\)" -- "$SW" "$T/few.json" --out-dir "$T/res"
 check spec_errors_nothing_created test ! -e "$T/res"
+# a sweep in which every run failed is not a success (exit 1, said)
+spec "$T/allfail.json" '"allfail"' ', "launcher": ["false"]'
+"$SW" "$T/allfail.json" --out-dir "$T/res_af" > /dev/null 2> "$T/allfail.err"; rc=$?
+[ $rc -eq 1 ] && grep -q '^sweep: every run failed' "$T/allfail.err" && ok spec_every_run_failed_exit_1 \
+  || fail spec_every_run_failed_exit_1 "rc $rc: $(tail -2 "$T/allfail.err" | tr '\n' ' ')"
 
 # ---- the runner launches argv arrays only --------------------------------------------------------------
 # no shell anywhere in the programs: the only exec is sweep_launch's execvpe of an argv array
@@ -181,12 +226,15 @@ execs=$(grep -lE '\bexecvpe[[:space:]]*\(' core/*/*.c bench/*.c)
 if [ -z "$shells" ] && [ "$execs" = core/sweep/launch.c ]; then ok runner_no_shell_in_code
 else fail runner_no_shell_in_code "shell or other exec calls: $shells $execs"; fi
 # shell syntax in launcher and extra_args elements reaches the programs as data: env sets a variable
-# whose value is the literal text, and train rejects the backtick text as an unexpected argument
-spec "$T/shell.json" '"shell"' ', "launcher": ["env", "MESHSWEEP_X=$(touch '"$T"'/pwned1); touch '"$T"'/pwned2", "mpirun", "-np", "{world}"], "extra_args": ["`touch '"$T"'/pwned3`"]'
+# whose value is the literal text (the run is ok), and train rejects the backtick text in extra_args as
+# an unexpected argument, which the runner finds before it launches anything (exit 2, the key named)
+spec "$T/shell.json" '"shell"' ', "launcher": ["env", "MESHSWEEP_X=$(touch '"$T"'/pwned1); touch '"$T"'/pwned2", "mpirun", "-np", "{world}"]'
 "$SW" "$T/shell.json" --out-dir "$T/shres" > /dev/null 2> "$T/shell.err"; rc=$?
 S=$(ls -d "$T/shres/shell"/*/ 2>/dev/null | head -1)
 if [ $rc -eq 0 ] && [ -n "$S" ] && ! ls "$T"/pwned* >/dev/null 2>&1 \
-   && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["status"]=="failed" else 1)' "$S/runs/1x2.json" \
-   && grep -q 'unexpected argument .*`touch' "$S/runs/1x2.log"; then ok runner_shell_syntax_in_launcher_and_extra_args_is_data
-else fail runner_shell_syntax_in_launcher_and_extra_args_is_data "rc $rc, pwned: $(ls "$T"/pwned* 2>&1 | head -1): $(tail -2 "$T/shell.err" | tr '\n' ' ')"; fi
+   && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["status"]=="ok" else 1)' "$S/runs/1x2.json"; then ok runner_shell_syntax_in_launcher_is_data
+else fail runner_shell_syntax_in_launcher_is_data "rc $rc, pwned: $(ls "$T"/pwned* 2>&1 | head -1): $(tail -2 "$T/shell.err" | tr '\n' ' ')"; fi
+spec "$T/shell2.json" '"shell2"' ', "extra_args": ["`touch '"$T"'/pwned3`"]'
+expect_exit runner_shell_syntax_in_extra_args_is_data 2 "^sweep: .*: extra_args: build/train refuses cell 1x2: unexpected argument '\`touch $T/pwned3\`'" -- "$SW" "$T/shell2.json" --out-dir "$T/shres2"
+if ls "$T"/pwned* >/dev/null 2>&1 || [ -e "$T/shres2" ]; then fail runner_shell_syntax_extra_args_nothing_run "$(ls "$T"/pwned* "$T/shres2" 2>&1 | head -2)"; fi
 exit 0

@@ -25,9 +25,27 @@ bad config_mlp_bias "^train: $T/mbias.json: mlp_bias true is not supported" --mo
 bad config_architectures "^train: $T/arch.json: architectures Qwen2ForCausalLM is not supported" --model "$T/arch.json"
 bad config_rope_dynamic "^train: $T/dyn.json: rope_scaling type 'dynamic' is not supported" --model "$T/dyn.json"
 bad config_rope_llama3_incomplete "^train: $T/l3bad.json: rope_scaling.low_freq_factor \(llama3\)" --model "$T/l3bad.json"
+# a field that changes the mathematics is refused unless neutral; a field meshsweep does not know is
+# refused, not ignored; a malformed architectures says what is expected
+cfg adrop.json '{"attention_dropout": 0.5}'
+cfg hdrop.json '{"hidden_dropout": 0.1}'
+cfg adrop_str.json '{"attention_dropout": "0.5"}'
+cfg window.json '{"sliding_window": 4096}'
+cfg quant.json '{"quantization_config": {"bits": 4}}'
+cfg arch_str.json '{"architectures": "LlamaForCausalLM"}'
+cfg arch_empty.json '{"architectures": []}'
+cfg arch_num.json '{"architectures": [7]}'
+bad config_attention_dropout "^train: $T/adrop.json: attention_dropout 0.5 is not supported \(meshsweep trains without dropout" --model "$T/adrop.json"
+bad config_hidden_dropout "^train: $T/hdrop.json: hidden_dropout 0.1 is not supported" --model "$T/hdrop.json"
+bad config_dropout_not_a_number "^train: $T/adrop_str.json: attention_dropout must be a number" --model "$T/adrop_str.json"
+bad config_sliding_window "^train: $T/window.json: sliding_window is not supported" --model "$T/window.json"
+bad config_unknown_field "^train: $T/quant.json: field quantization_config is not one meshsweep knows" --model "$T/quant.json"
+bad config_architectures_string "^train: $T/arch_str.json: architectures must be a list of names, \[\"LlamaForCausalLM\"\] \(got a string\)$" --model "$T/arch_str.json"
+bad config_architectures_empty "^train: $T/arch_empty.json: architectures must be a list of names, .*\(got an empty list\)$" --model "$T/arch_empty.json"
+bad config_architectures_number "^train: $T/arch_num.json: architectures must be a list of names, .*\(entry 0 is a number\)$" --model "$T/arch_num.json"
 
-# the supported forms load and train (legacy "type" key included)
-cfg lin.json '{"rope_scaling": {"type": "linear", "factor": 2.0}, "hidden_act": "silu", "attention_bias": False, "architectures": ["LlamaForCausalLM"]}'
+# the supported forms load and train (legacy "type" key included), with neutral values and metadata
+cfg lin.json '{"rope_scaling": {"type": "linear", "factor": 2.0}, "hidden_act": "silu", "attention_bias": False, "architectures": ["LlamaForCausalLM"], "attention_dropout": 0.0, "sliding_window": None, "pretraining_tp": 1, "torch_dtype": "bfloat16", "bos_token_id": 1, "use_cache": True}'
 cfg l3.json '{"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}'
 for c in lin l3; do
   if "$TR" --steps 1 --seq-len 16 --data synthetic --model "$T/$c.json" --out "$T/$c.out.json" 2>"$T/$c.err"; then ok "config_rope_${c}_trains"

@@ -5,7 +5,9 @@
 # (ops_cuda, fp32) and tests/test_cuda_bf16 (ops_cuda_bf16) compare every op with the CPU reference;
 # tests/test_cuda_attention checks the emulated mma layout and the tensor-core attention.
 # tests/test_cuda_emu_streams checks the emulator's asynchronous model itself (queues run lazily in
-# a seeded order, so a missing event wait or a premature stream-ordered free is caught here).
+# a seeded order, so a missing event wait or a premature stream-ordered free is caught here), and
+# tests/test_cuda_emu_ptx its cp.async, ldmatrix and ex2.approx (a missing wait_group or a wrong
+# fragment layout must fail there).
 # This checks indexing, masking, rounding and synchronisation logic; it says nothing about speed or
 # about the real CUDA toolchain (the nvcc build of `make` covers compilation). Skipped when no C++20
 # compiler is found.
@@ -20,16 +22,19 @@ for f in kernels/cuda/[a-z]*.cu; do
       -c "$f" -o "$O/$(basename "$f" .cu).o" 2>"$O/build.log" || { fail cuda_emu_build "$f: $(head -5 "$O/build.log")"; exit 1; }
 done
 rc=0
-# the emulator's own asynchronous model: lazy seeded streams, events, pool, premature-free reports
-# (its bug variants make the emulator print its reports on stderr: expected, hence 2>/dev/null)
-if g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wall -Wextra -Wno-unknown-pragmas \
-     tests/test_cuda_emu_streams.cu -lpthread -o "$O/test_cuda_emu_streams" 2>"$O/build.log"; then
-  timeout 300 "$O/test_cuda_emu_streams" 2>/dev/null
-  r=$?
-  [ "$r" -eq 0 ] || { [ "$r" -ne 1 ] && fail cuda_emu_streams "exit status $r"; rc=1; }
-else
-  fail cuda_emu_build_streams "$(head -5 "$O/build.log")"; rc=1
-fi
+# the emulator's own models: lazy seeded streams, events, pool, premature-free reports
+# (test_cuda_emu_streams), cp.async / ldmatrix / ex2.approx (test_cuda_emu_ptx); their bug variants
+# make the emulator print its reports on stderr: expected, hence 2>/dev/null
+for t in test_cuda_emu_streams test_cuda_emu_ptx; do
+  if g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wall -Wextra \
+       -Wno-unknown-pragmas "tests/$t.cu" -lpthread -o "$O/$t" 2>"$O/build.log"; then
+    timeout 300 "$O/$t" 2>/dev/null
+    r=$?
+    [ "$r" -eq 0 ] || { [ "$r" -ne 1 ] && fail "${t#test_}" "exit status $r"; rc=1; }
+  else
+    fail "cuda_emu_build_${t#test_cuda_}" "$(head -5 "$O/build.log")"; rc=1
+  fi
+done
 for t in test_cuda_kernels test_cuda_bf16 test_cuda_attention; do
   gcc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
       "tests/$t.c" kernels/cpu/ops_cpu.c "$O"/*.o -lopenblas -lm -lstdc++ -lpthread -o "$O/${t}_emu" 2>"$O/build.log" \
@@ -40,7 +45,8 @@ for t in test_cuda_kernels test_cuda_bf16 test_cuda_attention; do
   [ "$r" -eq 0 ] || { [ "$r" -ne 1 ] && fail "cuda_emu_$t" "exit status $r (124: timed out after 900 s)"; rc=1; }
 done
 # bench/gpu_bench.c at toy shapes (--small) on the emulated kernels: the benchmark the GPU check runs
-# must work end to end (every timed op, the table and the JSON); its emulated times mean nothing.
+# must work end to end (every timed op, the attention sweep, the fused AdamW, both MFU conventions,
+# the table and the JSON); its emulated times mean nothing.
 # (the engine files it uses are built without MESHSWEEP_CUDA: they need no CUDA, and comm.c would want NCCL)
 mkdir -p "$O/bench"
 mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/config.o" 2>"$O/build.log" \
@@ -56,7 +62,9 @@ mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/confi
 if [ "$r" -ge 0 ]; then
   rows=$(grep -c '^  ' "$O/gpu_bench.txt")
   if [ "$r" -eq 0 ] && [ "$rows" -ge 30 ] && grep -q '^# kernel-sum step' "$O/gpu_bench.txt" \
-     && [ "$(grep -c '"name": ' "$O/gpu_bench.json")" -ge 25 ] && grep -q '"kernel_sum_ms": [0-9]' "$O/gpu_bench.json"; then
+     && [ "$(grep -c '"name": ' "$O/gpu_bench.json")" -ge 25 ] && grep -q '"kernel_sum_ms": [0-9]' "$O/gpu_bench.json" \
+     && grep -q '"name": "attention sweep backward hd128' "$O/gpu_bench.json" \
+     && grep -q '"name": "adamw fused' "$O/gpu_bench.json" && grep -q '"mfu_causal_gemm_peak": ' "$O/gpu_bench.json"; then
     ok cuda_emu_gpu_bench_small
   else
     fail cuda_emu_gpu_bench_small "exit $r, $rows table rows: $(tail -3 "$O/gpu_bench.txt" | tr '\n' ' ')"; rc=1

@@ -11,7 +11,8 @@
 # Gradient accumulation (both reduce modes, and over NCCL with SP) on device buffers too.
 # Losses must match the CPU backend; the plan must equal the measured peak on the device backend
 # too; after the first step a step makes no cudaMalloc, cudaFree or device synchronisation (the
-# emulator's counters); a failing ncclGetUniqueId or ncclCommInitRank ends every rank with one line.
+# emulator's counters); a failing ncclGetUniqueId or ncclCommInitRank ends every rank with one line;
+# tests/test_comm_nccl_emu.cu checks comm_nccl.c's streams and event waits on their own.
 source "$(dirname "$0")/lib.sh"
 # the emulator builds with g++ on its own, not with the sanitizer build: it runs in the plain suite only
 case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
@@ -32,6 +33,35 @@ done
 mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC bench/train.c "$O"/obj/*.o \
   -lopenblas -ljansson -lm -lstdc++ -lpthread -o "$O/train" 2>>"$log" || { fail cuda_engine_emu_build "$(head -5 "$log")"; exit 1; }
 ok cuda_engine_emu_build
+
+# core/engine/comm_nccl.c's streams and events (tests/test_comm_nccl_emu.cu, 2 ranks, one stream per
+# communicator): every seeded interleaving right, and a TP collective not held up by a DP prefetch
+# (on one shared stream that deadlocks: the timeout fails it); then copies of comm_nccl.c with one
+# event wait removed must give wrong results for some seed, or the test could not see a missing wait
+NC=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -DOMPI_SKIP_MPICXX -Wno-unknown-pragmas -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA
+    -I. -Itests/emu/include)
+if mpicc "${NC[@]}" -Wall -Wextra -c tests/test_comm_nccl_emu.cu -o "$O/tcn.o" 2>>"$log" \
+   && mpicc "$O/tcn.o" "$O/obj/core_engine_comm_nccl.c.o" -lstdc++ -lpthread -o "$O/test_comm_nccl_emu" 2>>"$log"; then
+  MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/test_comm_nccl_emu" > "$O/tcn.log" 2>&1
+  r=$?
+  cat "$O/tcn.log"
+  [ "$r" -eq 0 ] || fail comm_nccl_emu "exit $r (124: timed out: a TP collective waited behind a prefetch?): $(tail -2 "$O/tcn.log" | tr '\n' ' ')"
+  nccl_mut() { # NAME SED-EXPRESSION
+    sed "$2" core/engine/comm_nccl.c > "$O/mut_$1.c"
+    if cmp -s core/engine/comm_nccl.c "$O/mut_$1.c"; then fail "comm_nccl_emu_sees_$1" "the planted bug no longer applies"; return; fi
+    mpicc "${NC[@]}" -c "$O/mut_$1.c" -o "$O/mut_$1.o" 2>>"$log" && mpicc "$O/tcn.o" "$O/mut_$1.o" -lstdc++ -lpthread \
+      -o "$O/tcn_$1" 2>>"$log" || { fail "comm_nccl_emu_sees_$1" "build: $(tail -2 "$log")"; return; }
+    local n
+    n=$(MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/tcn_$1" --count-wrong 2>/dev/null | sed -n 's/^wrong //p')
+    if [ -n "$n" ] && [ "$n" -gt 0 ]; then ok "comm_nccl_emu_sees_$1  ($n of 16 runs wrong)"
+    else fail "comm_nccl_emu_sees_$1" "with the wait removed every seeded run was right (${n:-no result})"; fi
+  }
+  nccl_mut collective_not_waiting_for_compute 's/    CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ready, 0));//'
+  nccl_mut compute_not_waiting_for_collective 's/    CUDA_CHECK(cudaStreamWaitEvent(0, f_, 0)); \\/    \\/'
+  nccl_mut compute_not_waiting_for_prefetch 's/    CUDA_CHECK(cudaStreamWaitEvent(0, h->end, 0));//'
+else
+  fail comm_nccl_emu_build "$(tail -5 "$log")"
+fi
 
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cat > "$T/m.json" <<'JSON'

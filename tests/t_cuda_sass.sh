@@ -1,27 +1,75 @@
 #!/usr/bin/env bash
-# tests/t_cuda_sass.sh — the tensor-core attention kernels compile to tensor-core instructions: the sm_90
-# SASS of each of them (forward, dq, dk/dv at head dims 64 and 128) in the nvcc-built
-# kernels/cuda/attention.cu contains HMMA, read with cuobjdump. cuobjdump is not part of every CUDA
-# install: it is looked for on PATH, next to nvcc, and in $BUILD/tools (where `make cuda-tools`
-# pip-installs the nvidia-cuda-cuobjdump wheel); the check is skipped, with that hint, where none is
-# found, and skipped in builds without nvcc. What it is not: a run of the kernels (t_cuda_emu.sh).
+# tests/t_cuda_sass.sh — the tensor-core attention kernels compile to the instructions they are written
+# for, read from the nvcc-built kernels/cuda/attention_fwd.o and attention_bwd.o with cuobjdump:
+#   - in the sm_90 SASS of each of forward, dq and dk/dv at head dims 64 and 128: HMMA (mma.sync),
+#     LDGSTS (cp.async tile loads), LDSM (ldmatrix) and LDSM .MT88 (ldmatrix .trans, the transposed
+#     operands: V in forward, K in dq, dO and Q in dk/dv), MUFU.EX2 (ex2.approx);
+#   - no local memory in any function of either object, sm_80 and sm_90 (cuobjdump -res-usage:
+#     STACK:0 and LOCAL:0, i.e. no register spills), with the registers each kernel uses printed.
+#   - 16-byte global loads or stores (LDG/STG.E.128) in the step's element-wise bf16 kernels (add,
+#     SwiGLU forward and backward, the fused AdamW, the fp32 -> bf16 conversion).
+# cuobjdump is not part of every CUDA install: it is looked for on PATH, next to nvcc, and in $BUILD/tools
+# (where `make cuda-tools` pip-installs the nvidia-cuda-cuobjdump wheel); the check is skipped, with
+# that hint, where none is found, and skipped in builds without nvcc. What it is not: a run of the
+# kernels (t_cuda_emu.sh) or a measure of their speed (bench/gpu_bench.sh).
 source "$(dirname "$0")/lib.sh"
-obj="$BUILD/obj/kernels/cuda/attention.o"
-[ -f "$obj" ] || { skip cuda_sass_hmma "no nvcc-built $obj (a build without CUDA)"; exit 0; }
+objs="$BUILD/obj/kernels/cuda/attention_fwd.o $BUILD/obj/kernels/cuda/attention_bwd.o"
+for o in $objs; do
+  [ -f "$o" ] || { skip cuda_sass "no nvcc-built $o (a build without CUDA)"; exit 0; }
+done
 cuobjdump=$(command -v cuobjdump 2>/dev/null)
 nvcc=$(command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 [ -z "$cuobjdump" ] && [ -n "$nvcc" ] && [ -x "$(dirname "$nvcc")/cuobjdump" ] && cuobjdump="$(dirname "$nvcc")/cuobjdump"
 [ -z "$cuobjdump" ] && cuobjdump=$(ls "$BUILD"/tools/py/nvidia/*/bin/cuobjdump 2>/dev/null | head -1)
-[ -n "$cuobjdump" ] || { skip cuda_sass_hmma "cuobjdump not found (run \`make cuda-tools\`: pip wheel nvidia-cuda-cuobjdump into $BUILD/tools)"; exit 0; }
-sass=$(mktemp)
-trap 'rm -f "$sass"' EXIT
-"$cuobjdump" -sass -arch sm_90 "$obj" > "$sass" 2>&1 || { fail cuda_sass_hmma "$cuobjdump -sass -arch sm_90 $obj: $(head -3 "$sass")"; exit 1; }
+[ -n "$cuobjdump" ] || { skip cuda_sass "cuobjdump not found (run \`make cuda-tools\`: pip wheel nvidia-cuda-cuobjdump into $BUILD/tools)"; exit 0; }
+sass=$(mktemp); res=$(mktemp)
+trap 'rm -f "$sass" "$res"' EXIT
 rc=0
+for o in $objs; do
+  "$cuobjdump" -sass -arch sm_90 "$o" >> "$sass" 2>&1 || { fail cuda_sass_read "$cuobjdump -sass -arch sm_90 $o: $(head -3 "$sass")"; exit 1; }
+done
+# count of instructions matching pattern $2 in the SASS of the function whose name contains $1
+count() { awk -v f="$1" -v p="$2" '/Function :/ { on = index($0, f) > 0 } on && $0 ~ p { c++ } END { print c + 0 }' "$sass"; }
 for k in attention_forward_tc_kernel attention_backward_dq_tc_kernel attention_backward_dkv_tc_kernel; do
   for hd in 64 128; do
-    n=$(awk -v f="${k}ILi${hd}E" '/Function :/ { on = index($0, f) > 0 } on && /HMMA/ { c++ } END { print c + 0 }' "$sass")
-    if [ "$n" -gt 0 ]; then ok "cuda_sass_hmma_${k}_hd$hd"; echo "# $k<$hd>: $n HMMA"
-    else fail "cuda_sass_hmma_${k}_hd$hd" "no HMMA in the sm_90 SASS of $k<$hd>"; rc=1; fi
+    f="${k}ILi${hd}E"
+    line="# $k<$hd>:"
+    for ins in HMMA LDGSTS LDSM LDSM_T EX2; do
+      case $ins in
+        HMMA) p='HMMA'; what='mma.sync';; LDGSTS) p='LDGSTS'; what='cp.async';; LDSM) p='LDSM\.16\.M88'; what='ldmatrix';;
+        LDSM_T) p='LDSM\.16\.MT88'; what='ldmatrix .trans';; EX2) p='MUFU\.EX2'; what='ex2.approx';;
+      esac
+      n=$(count "$f" "$p")
+      line="$line $n $ins"
+      if [ "$n" -gt 0 ]; then ok "cuda_sass_$(echo "$ins" | tr 'A-Z' 'a-z')_${k}_hd$hd"
+      else fail "cuda_sass_$(echo "$ins" | tr 'A-Z' 'a-z')_${k}_hd$hd" "no $p ($what) in the sm_90 SASS of $k<$hd>"; rc=1; fi
+    done
+    echo "$line"
+  done
+done
+# the element-wise bf16 kernels of the step take 16-byte accesses (8 bf16, or 4 fp32, at a time)
+ew=$(mktemp); trap 'rm -f "$sass" "$res" "$ew"' EXIT
+for o in "$BUILD/obj/kernels/cuda/ops_cuda.o" "$BUILD/obj/kernels/cuda/matmul.o"; do
+  [ -f "$o" ] && "$cuobjdump" -sass -arch sm_90 "$o" >> "$ew" 2>&1
+done
+for k in add_kernelI5bf16s swiglu_forward_kernelI5bf16s swiglu_backward_kernelI5bf16s adamw_fused_kernelI5bf16s \
+         f32_to_bf16_kernel; do
+  n=$(awk -v f="$k" '/Function :/ { on = index($0, f) > 0 } on && /(LDG|STG)\.E\.128/ { c++ } END { print c + 0 }' "$ew")
+  echo "# $k: $n 16-byte global accesses"
+  if [ "$n" -gt 0 ]; then ok "cuda_sass_16byte_${k%%I5bf16s}"
+  else fail "cuda_sass_16byte_${k%%I5bf16s}" "no LDG.E.128 / STG.E.128 in the sm_90 SASS of $k"; rc=1; fi
+done
+for o in $objs; do
+  for a in 80 90; do
+    : > "$res"
+    "$cuobjdump" -res-usage -arch "sm_$a" "$o" > "$res" 2>&1 || { fail "cuda_sass_res_usage" "$cuobjdump -res-usage $o: $(head -3 "$res")"; rc=1; continue; }
+    # "Function NAME:" then "REG:n STACK:n SHARED:n LOCAL:n ...": each printed; offenders have stack or local memory
+    awk -v a="$a" '/Function / { f = $2 } /REG:/ { for (i = 1; i <= NF; i++) { split($i, kv, ":"); v[kv[1]] = kv[2] }
+        printf "# sm_%s %s REG %s STACK %s LOCAL %s\n", a, f, v["REG"], v["STACK"], v["LOCAL"] }' "$res"
+    bad=$(awk '/Function / { f = $2 } /REG:/ { for (i = 1; i <= NF; i++) { split($i, kv, ":"); v[kv[1]] = kv[2] }
+        n++; if (v["STACK"] != 0 || v["LOCAL"] != 0) printf "%s ", f } END { if (!n) print "no functions listed" }' "$res")
+    name="cuda_sass_no_spills_$(basename "$o" .o)_sm$a"
+    if [ -z "$bad" ]; then ok "$name"; else fail "$name" "local memory (spills) in: $bad"; rc=1; fi
   done
 done
 exit "$rc"

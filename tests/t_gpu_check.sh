@@ -18,7 +18,7 @@ case "$BUILD" in *san*) skip gpu_check "runs in the plain suite (not a sanitizer
 [ -x "$BUILD/train" ] || { fail gpu_check "$BUILD/train not built"; exit 1; }
 command -v python3 >/dev/null || { skip gpu_check "no python3 (summary.json is checked with it)"; exit 0; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-GPU_STEPS=(cuda_kernels cuda_bf16 init_1b cpu_vs_cuda bench_1b mesh_1x1 mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1 plan gpu_bench)
+GPU_STEPS=(cuda_kernels cuda_bf16 cuda_attention calibrate init_1b cpu_vs_cuda bench_1b mesh_1x1 mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1 plan prediction gpu_bench)
 ALL_STEPS=(env build "${GPU_STEPS[@]}")
 
 mkdir -p "$T/bin"
@@ -56,7 +56,7 @@ for s in "${GPU_STEPS[@]}"; do
 done
 [ -z "$bad" ] && ok "gpu_check_no_gpu_every_gpu_step_skip_no_gpu (${#GPU_STEPS[@]} steps)" || fail gpu_check_no_gpu_every_gpu_step_skip_no_gpu "$bad"
 check gpu_check_no_gpu_binaries_ok [ "$(status binaries "$O")" = ok ]
-if json_ok "$O" 14 0 2> "$T/j.err"; then ok gpu_check_no_gpu_summary_json; else fail gpu_check_no_gpu_summary_json "$(tail -n 1 "$T/j.err")"; fi
+if json_ok "$O" 17 0 2> "$T/j.err"; then ok gpu_check_no_gpu_summary_json; else fail gpu_check_no_gpu_summary_json "$(tail -n 1 "$T/j.err")"; fi
 # and without any nvidia-smi at all
 OUT=$T/no_smi GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/absent bash gpukit/gpu_check.sh > /dev/null 2>&1; rc=$?
 check gpu_check_no_nvidia_smi_exit_0 [ "$rc" -eq 0 ]
@@ -77,7 +77,7 @@ bad=""
 for s in "${GPU_STEPS[@]}"; do [ "$(status "$s" "$O")" = FAIL ] || bad="$bad $s=$(status "$s" "$O")"; done
 [ -z "$bad" ] && ok gpu_check_broken_build_gpu_steps_fail_not_run || fail gpu_check_broken_build_gpu_steps_fail_not_run "$bad"
 grep -q 'injected by t_gpu_check' "$O/build.log" && ok gpu_check_broken_build_log_has_error || fail gpu_check_broken_build_log_has_error "no compiler error in build.log"
-if json_ok "$O" 14 1 2> "$T/j.err"; then ok gpu_check_broken_summary_json; else fail gpu_check_broken_summary_json "$(tail -n 1 "$T/j.err")"; fi
+if json_ok "$O" 17 1 2> "$T/j.err"; then ok gpu_check_broken_summary_json; else fail gpu_check_broken_summary_json "$(tail -n 1 "$T/j.err")"; fi
 
 # ---- carried binaries replaced: a CUDA test printing FAIL (exit 0), one only skipping, a train exiting 1
 B=$T/fakebuild; mkdir -p "$B/tests"
@@ -85,7 +85,7 @@ printf '#include <stdio.h>\nint main(void){puts("ok   cuda_op_a");puts("FAIL cud
 printf '#include <stdio.h>\nint main(void){puts("skip cuda_bf16: no CUDA device");return 0;}\n' > "$T/b.c"
 printf '#include <stdio.h>\nint main(void){fputs("train: injected failure\\n", stderr);return 1;}\n' > "$T/t.c"
 gcc -o "$B/tests/test_cuda_kernels" "$T/k.c" && gcc -o "$B/tests/test_cuda_bf16" "$T/b.c" && gcc -o "$B/train" "$T/t.c" \
-  && cp "$B/train" "$B/initbench" \
+  && cp "$B/train" "$B/initbench" && cp "$B/train" "$B/calibrate" && cp "$B/tests/test_cuda_kernels" "$B/tests/test_cuda_attention" \
   || { fail gpu_check_injected_build "gcc"; exit 1; }
 O=$T/injected
 OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash gpukit/gpu_check.sh > "$T/injected.out" 2>&1; rc=$?
@@ -97,14 +97,17 @@ want() { # NAME STATUS NOTE-PATTERN
 }
 want cuda_kernels FAIL 'FAIL lines'
 want cuda_bf16 FAIL 'skipped on a GPU machine'
+want cuda_attention FAIL 'FAIL lines'
 want init_1b FAIL 'exit'
 want cpu_vs_cuda FAIL 'exit|no ok line'
 want bench_1b FAIL 'exit 1: train: injected failure'
 want mesh_1x1 FAIL 'exit 1'
 for m in mesh_1x8 mesh_2x4 mesh_4x2 mesh_8x1; do want "$m" FAIL 'exit'; done
 want plan FAIL 'missing|lacks|planned'
+want calibrate FAIL 'exit 1'
+want prediction FAIL 'no run record'
 want gpu_bench FAIL 'exit'
-if json_ok "$O" 14 1 2> "$T/j.err"; then ok gpu_check_injected_summary_json; else fail gpu_check_injected_summary_json "$(tail -n 1 "$T/j.err")"; fi
+if json_ok "$O" 17 1 2> "$T/j.err"; then ok gpu_check_injected_summary_json; else fail gpu_check_injected_summary_json "$(tail -n 1 "$T/j.err")"; fi
 
 # ---- every program replaced by a fake that passes and writes a record: the ok paths read the right
 # figures, and a plan that differs from the measured bytes or a device over budget + overhead is FAIL
@@ -118,7 +121,8 @@ planned=800; used=1500
 [ "${FAKE:-}" = devbad ] && used=1601
 st=$(for i in $(seq 1 "$steps"); do printf '%s{"step": %d, "loss": 2.5}' "$([ "$i" -gt 1 ] && echo ,)" "$i"; done)
 [ -n "$out" ] && cat > "$out.$$" <<JSON && mv "$out.$$" "$out"
-{"status": "ok", "steps": [$st], "summary": {"tok_s": 1234.5, "mfu": 0.41, "step_ms_median": 99.5, "final_loss": 2.5},
+{"status": "ok", "steps": [$st], "summary": {"tok_s": 1234.5, "mfu": 0.41, "step_ms_median": 99.5, "final_loss": 2.5,
+             "predicted_step_ms": 89.55},
  "memory": {"budget": 1000, "peak": 800, "by_category": {"params": 800},
             "planned": {"peak": $planned, "by_category": {"params": $planned}},
             "device": {"total": 5000, "used_at_end": $used, "runtime_overhead": 600}}}
@@ -126,7 +130,15 @@ JSON
 exit 0
 SH
 printf '#!/bin/sh\necho "ok   op_a"; echo "ok   op_b"\n' > "$F/tests/test_cuda_kernels"
+# the calibration: a machine file at --out (under mpirun too)
+cat > "$F/calibrate" <<'SH'
+#!/bin/bash
+out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+[ -n "$out" ] && echo '{"schema": "meshsweep.machine/1", "name": "fake", "compute": {"peak_tflops": 321.5}}' > "$out"
+exit 0
+SH
 cp "$F/tests/test_cuda_kernels" "$F/tests/test_cuda_bf16"
+cp "$F/tests/test_cuda_kernels" "$F/tests/test_cuda_attention"
 printf '#!/bin/sh\necho "# model llama3.2-1b, rank 0 of 1x1, 16 threads"; echo "# owned_elems wall_s cpu_s cpu_ns_elem"; echo "  1498482688 4.900 75.100 50.12"\n' > "$F/initbench"
 # the benchmark program: its table, and records as build/gpu_bench --json writes them
 cat > "$F/gpu_bench" <<'SH'
@@ -137,7 +149,7 @@ echo "# kernel             ms"
  {"name": "attention backward", "ms": 2.0, "tflops": 131.25}]}' > "$j"
 exit 0
 SH
-chmod +x "$F/train" "$F/initbench" "$F/gpu_bench" "$F/tests/"*
+chmod +x "$F/train" "$F/initbench" "$F/gpu_bench" "$F/calibrate" "$F/tests/"*
 O=$T/all_ok
 OUT=$O BUILD=$F GPU_CHECK_PREBUILT=1 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 bash gpukit/gpu_check.sh > "$T/all_ok.out" 2>&1; rc=$?
 check gpu_check_fake_ok_exit_0 [ "$rc" -eq 0 ]
@@ -156,6 +168,9 @@ g = s["gpu_bench"]["figures"]
 assert g["attention_forward_tflops"] == 212.5 and g["attention_backward_tflops"] == 131.25, g
 assert g["kernel_sum_mfu"] == 0.47 and g["engine_mfu"] == 0.41, g   # the engine figure is bench_1b's record
 assert s["mesh_2x4"]["figures"]["final_loss"] == 2.5 and s["env"]["figures"]["gpu"] == "NVIDIA H200", s["env"]
+c, q = s["calibrate"]["figures"], s["prediction"]["figures"]
+assert c["bf16_peak_tflops"] == 321.5 and c["fp32_peak_tflops"] == 321.5, c
+assert abs(q["bench_1b_prediction_error"] - (89.55 / 99.5 - 1)) < 1e-4 and q["mesh_2x4_predicted_ms"] == 89.55, q
 PY
 then ok gpu_check_fake_ok_figures_in_summary_json; else fail gpu_check_fake_ok_figures_in_summary_json "$(tail -n 1 "$T/j.err")"; fi
 for mode in planbad devbad; do
@@ -170,7 +185,7 @@ O=$T/no_time
 OUT=$O BUILD=$B GPU_CHECK_PREBUILT=1 GPU_CHECK_BUDGET_S=5 GPU_CHECK_NVIDIA_SMI=$T/bin/smi-h200 GPU_CHECK_T0=$(( $(date +%s) - 60 )) \
   bash gpukit/gpu_check.sh > "$T/no_time.out" 2>&1; rc=$?
 bad=""
-for s in cuda_kernels cuda_bf16 cpu_vs_cuda bench_1b mesh_1x1 mesh_2x4 gpu_bench; do
+for s in cuda_kernels cuda_bf16 calibrate cpu_vs_cuda bench_1b mesh_1x1 mesh_2x4 prediction gpu_bench; do
   [ "$(status "$s" "$O")" = skip ] && note "$s" "$O" | grep -q 'out of time' || bad="$bad $s=$(status "$s" "$O")"
 done
 [ -z "$bad" ] && ok gpu_check_no_time_skips_not_started || fail gpu_check_no_time_skips_not_started "$bad"

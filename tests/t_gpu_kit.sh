@@ -26,7 +26,7 @@ else fail gpu_kit_make "$(tail -n 3 "$T/make.log" | tr '\n' ' ')"; exit 1; fi
 bytes=$(du -sb "$KIT" | cut -f1)
 check gpu_kit_at_most_48MiB [ "$bytes" -le $((48 * 1024 * 1024)) ]
 check gpu_kit_carries_gpu_bench_sh [ -f "$KIT/tree/bench/gpu_bench.sh" ]
-for b in train gpu_bench tests/test_cuda_kernels tests/test_cuda_bf16; do
+for b in train gpu_bench tests/test_cuda_kernels tests/test_cuda_bf16 tests/test_cuda_attention; do
   check "gpu_kit_carries_$(basename "$b")_with_compute_90_ptx" grep -aq '\.target sm_90' "$KIT/tree/build/$b"
 done
 # the list is derived: every package of it owns a file (and the closure has MPI, OpenBLAS, jansson)

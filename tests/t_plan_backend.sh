@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/t_plan_backend.sh — the memory plan follows the compute backend: on CPU the attention scratch of
-# 2·T² floats per layer call is planned (and allocated), on CUDA (whose flash kernels need none) it is
-# not. At T = 1024 the scratch alone is 8 MiB, more than the whole rest of the tiny model's
+# 2·T² floats per layer call is planned (and allocated), on CUDA it is not (its flash backward takes
+# attention_flash_ws_floats: D per query row, and with GQA per-head fp32 dK, dV — O(T), not O(T²)).
+# At T = 1024 the scratch alone is 8 MiB, more than the whole rest of the tiny model's
 # workspace, so: CPU workspace peak >= 8 MiB > CUDA workspace peak. plan = measured on each backend
 # is checked where the runs are (t_memory on CPU, t_cuda_engine_emu on the emulated CUDA backend).
 source "$(dirname "$0")/lib.sh"

@@ -235,6 +235,7 @@ start_long() { # OUT-DIR: the runner in an allocation, in the background; waits 
 }
 long_started() { log_has "$(latest "$1/slurm-long")/runs/2x4.log" 'train: step 1/'; }
 # a rank SIGKILLed on node B: the step ends with every rank out, the run is recorded failed, the sweep goes on
+# (and, its one run failed, exits 1)
 phase "a rank killed"
 if start_long "$T/kill"; then
   victim=$(ranks_on "$HB" | head -1)
@@ -243,7 +244,8 @@ if start_long "$T/kill"; then
   D=$(latest "$T/kill/slurm-long")
   why=""
   [ "$rc" -eq 124 ] && why="$why hung (killed after $TO s);"
-  [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || why="$why runner exit $rc;"
+  # its one run failed: a sweep whose every run failed exits 1
+  [ "$rc" -eq 1 ] || [ "$rc" -eq 124 ] || why="$why runner exit $rc (want 1);"
   wait_for 20 no_ranks || why="$why ranks left: $(ranks_on "$HA") $(ranks_on "$HB");"
   $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="failed" and ("signal" in r["error"] or "code" in r["error"]) else 1)' \
     "$D/runs/2x4.json" 2>/dev/null || why="$why record: $(head -c 300 "$D/runs/2x4.json" 2>/dev/null | tr '\n' ' ');"

@@ -102,7 +102,7 @@ else
   rows=$(tail -n +2 "$D/summary.csv" | grep -c .)
   cols=$(head -1 "$D/summary.csv" | awk -F, '{print NF}')
   badrows=$(awk -F, -v n="$cols" 'NF != n' "$D/summary.csv" | wc -l)
-  if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,status$'; then ok sweep_smoke_csv
+  if [ "$rows" -eq 3 ] && [ "$badrows" -eq 0 ] && head -1 "$D/summary.csv" | grep -q '^mesh,dp,tp,batch_size,global_batch,tok_s,tok_s_per_rank,mfu,peak_bytes,.*activations_bytes.*,final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,predicted_step_ms,measured_step_ms,prediction_error,status$'; then ok sweep_smoke_csv
   else fail sweep_smoke_csv "rows $rows, ragged $badrows, header $(head -1 "$D/summary.csv")"; fi
   bad=""
   for c in loss loss_tokens loss_time throughput memory max_batch; do
@@ -216,7 +216,7 @@ start=$(date +%s)
 took=$(( $(date +%s) - start ))
 S=$(latest "$T/res/slow")
 sleep 0.5
-if [ $rc -eq 0 ] && [ -n "$S" ] && json_ok "$S/runs/2x1.json" 'd["status"]=="timeout" and "timeout" in d["error"]' \
+if [ $rc -eq 1 ] && grep -q '^sweep: every run failed' "$T/slow.err" && [ -n "$S" ] && json_ok "$S/runs/2x1.json" 'd["status"]=="timeout" and "timeout" in d["error"]' \
    && [ "$took" -lt 40 ] && ! leftovers; then ok sweep_timeout_recorded
 else fail sweep_timeout_recorded "rc $rc, ${took}s, leftovers: $(pgrep -fa "$T/" | head -2)"; fi
 
@@ -286,13 +286,15 @@ PY
      && grep -q 'Warning:.* on mesh 1x2 a tensor-parallel group spans hosts' "$R1/report.md" && grep -q 'Hosts: `hostA`' "$R1/report.md" \
      && json_ok "$R1/summary.json" '[abs(m[0]["mfu_share"] - 2*m[0]["mfu"]) < 1e-9 and m[0]["tp_spans_hosts"]==False and m[1]["tp_spans_hosts"]==True and m[1]["ranks_by_host"]=={"hostA": [0], "hostB": [1]} for m in [d["meshes"]]][0]'; then ok sweep_hosts_cores_in_report
   else fail sweep_hosts_cores_in_report "rc $rc: $(grep -i 'ranks on\|warning' "$R1/report.md" | head -2)"; fi
-  # a folder the runner did not make (no runner.json: a copy, a committed reference) is never resumed or touched
+  # a folder the runner did not make (no runner.json: a copy, a committed reference) is never resumed or
+  # touched, and (whatever its stamp) does not hide this runner's own latest folder, which is resumed
   C="$T/res/r1/29991231T235959Z"
   cp -a "$R1" "$C" && rm -f "$C/runner.json" "$C/.lock"
   csnap=$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')
+  n0=$(ls -d "$T/res/r1"/*/ | wc -l)
   "$SWEEP" "$T/r1.json" --out-dir "$T/res" > /dev/null 2> "$T/r1c.err"; rc=$?
-  if [ $rc -eq 0 ] && grep -q "not resuming $C: it has no runner.json" "$T/r1c.err" && [ "$csnap" = "$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')" ] \
-     && [ "$(ls -d "$T/res/r1"/*/ | wc -l)" -eq 3 ]; then ok sweep_foreign_folder_untouched
+  if [ $rc -eq 0 ] && grep -q "not resuming $C: it has no runner.json.*; resuming $R1" "$T/r1c.err" && [ "$csnap" = "$(find "$C" -type f | sort | xargs stat -c '%n %Y %s')" ] \
+     && [ "$(ls -d "$T/res/r1"/*/ | wc -l)" -eq "$n0" ]; then ok sweep_foreign_folder_untouched
   else fail sweep_foreign_folder_untouched "rc $rc: $(head -2 "$T/r1c.err")"; fi
   rm -rf "$C"
   # another build of train: a new folder, and the reason said
@@ -309,14 +311,14 @@ spec "$T/np.json" '{"name": "np", "world": 2, "meshes": ["2x1"], "model": "tiny"
   "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120, "launcher": ["mpirun", "--oversubscribe", "-np", "4"]}'
 "$SWEEP" "$T/np.json" --out-dir "$T/res" > /dev/null 2> "$T/np.err"; rc=$?
 P=$(latest "$T/res/np")
-[ $rc -eq 0 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 4" in d["error"] and "not what was asked" in d["error"]' \
+[ $rc -eq 1 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 4" in d["error"] and "not what was asked" in d["error"]' \
   && json_ok "$P/summary.json" 'd["meshes"][0]["status"]=="failed" and d["meshes"][0]["tok_s"] is None' \
   && ok sweep_record_world_mismatch_failed || fail sweep_record_world_mismatch_failed "rc $rc: $(tail -2 "$T/np.err")"
 spec "$T/nol.json" '{"name": "nol", "world": 2, "meshes": ["2x1"], "model": "tiny", "seq_len": 32, "steps": 2, "lr": 0.003,
   "batch_size": 1, "data": "'"$DATA"'", "timeout_s": 120, "launcher": []}'
 "$SWEEP" "$T/nol.json" --out-dir "$T/res" > /dev/null 2> "$T/nol.err"; rc=$?
 P=$(latest "$T/res/nol")
-[ $rc -eq 0 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 1" in d["error"]' \
+[ $rc -eq 1 ] && json_ok "$P/runs/2x1.json" 'd["status"]=="failed" and "world 1" in d["error"]' \
   && ok sweep_empty_launcher_failed || fail sweep_empty_launcher_failed "rc $rc: $(tail -2 "$T/nol.err")"
 
 # ---- kill -9 of the runner: its mpirun and ranks do not stay behind ---------------------------------

@@ -1,10 +1,12 @@
 /* tests/test_cuda_attention.c — the tensor-core attention of the bf16 CUDA table against the CPU reference.
  *
  * What it is: first the warp-level mma itself (cuda_mma_selftest: one warp computes D = A·B + C for
- * a random 16x16x8 bf16 tile through the kernels' fragment loads): D must match a host product, and
- * the same tile with A's fragment filled transposed must NOT match, so a wrong fragment layout
- * cannot pass (in the emulator, tests/emu/cuda_emu_mma.cuh rebuilds the matrices from the
- * documented per-lane layout; on a GPU it is the real instruction). Then causal attention forward
+ * a random 16x16x8 bf16 tile, its fragments filled by scalar loads and by cp.async + ldmatrix as the
+ * kernels fill them): D must match a host product, and the same tile with a wrong layout (A
+ * transposed; B by the plain ldmatrix instead of .trans) must NOT match, so a wrong fragment layout
+ * cannot pass (in the emulator, tests/emu/cuda_emu_mma.cuh and cuda_emu_ptx.cuh rebuild the
+ * matrices from the documented per-lane layouts; on a GPU it is the real instructions). Then
+ * causal attention forward
  * (out, lse) and backward (dq, dk, dv accumulated into non-zero gradients, and each gradient alone
  * with the others NULL) at head dims 64 and 128, with GQA and MQA, T a multiple of the 64-row tile,
  * T not one, and several batches; each case also checks that the tensor-core kernels ran (the bf16
@@ -130,21 +132,23 @@ static void test_mma(void) {
             want[r * 8 + n] = (float)s;
         }
     void *da = dev(a, sizeof a), *db = dev(b, sizeof b), *dc = dev(c, sizeof c), *dd = dev(NULL, sizeof got);
-    for (int transposed = 0; transposed < 2; transposed++) {
-        cuda_mma_selftest(dd, da, db, dc, transposed);
+    static const char *const what[] = {"scalar loads", "A transposed", "cp.async + ldmatrix", "B by plain ldmatrix"};
+    static const char *const names[] = {"cuda_mma_m16n8k16_layout", "cuda_mma_m16n8k16_wrong_layout_fails",
+                                        "cuda_mma_ldmatrix_layout", "cuda_mma_ldmatrix_wrong_variant_fails"};
+    for (int mode = 0; mode < 4; mode++) {
+        cuda_mma_selftest(dd, da, db, dc, mode);
         D->to_host(got, dd, sizeof got);
         double worst = 0.0;
         for (int i = 0; i < 128; i++) {
             const double e = isnan(got[i]) ? INFINITY : fabs((double)got[i] - want[i]);
             if (e > worst) worst = e;
         }
-        printf("# mma m16n8k16 %s A fragment: max |D - A·B - C| = %.3g\n", transposed ? "transposed" : "documented",
-               worst);
-        if (!transposed)
-            CHECK(worst <= 1e-5, "cuda_mma_m16n8k16_layout", "D differs from A·B + C by %.3g", worst);
+        printf("# mma m16n8k16, fragments by %s: max |D - A·B - C| = %.3g\n", what[mode], worst);
+        if (mode % 2 == 0)
+            CHECK(worst <= 1e-5, names[mode], "D differs from A·B + C by %.3g", worst);
         else
-            CHECK(worst >= 0.05, "cuda_mma_m16n8k16_wrong_layout_fails",
-                  "a transposed A fragment gave D within %.3g of A·B + C: the layout is not checked", worst);
+            CHECK(worst >= 0.05, names[mode], "a wrong fragment layout gave D within %.3g of A·B + C: not checked",
+                  worst);
     }
     D->dev_free(da); D->dev_free(db); D->dev_free(dc); D->dev_free(dd);
 }
@@ -159,6 +163,7 @@ static void test_case(int B, int T, int H, int KV, int hd, int off) {
     float *dq0 = rnd(nq, 1.0f), *dk0 = rnd(nk, 1.0f), *dv0 = rnd(nk, 1.0f);
     float *out = xmalloc(nq * sizeof(float)), *lse = xmalloc(nl * sizeof(float));
     float *ws = xmalloc(attention_ws_floats(T) * sizeof(float));
+    float *d_ws = dev(NULL, attention_flash_ws_floats(B, T, H, KV, hd) * sizeof(float));
     float *d_q = devb(q, nq), *d_k = devb(k, nk), *d_v = devb(v, nk), *d_dout = devb(dout, nq);
     float *d_out = devb(NULL, nq), *d_lse = dev(NULL, nl * sizeof(float));
     const long l0 = cuda_attention_tc_launches();
@@ -184,7 +189,7 @@ static void test_case(int B, int T, int H, int KV, int hd, int off) {
         float *d_dq = devb(dq0, nq), *d_dk = devb(dk0, nk), *d_dv = devb(dv0, nk);
         R->attention_backward(wq ? rq : NULL, wk ? rk : NULL, wv ? rv : NULL, ws, dout, out, lse, q, k, v, B, T, H,
                               KV, hd);
-        D->attention_backward(wq ? d_dq : NULL, wk ? d_dk : NULL, wv ? d_dv : NULL, NULL, d_dout, d_out, d_lse, d_q,
+        D->attention_backward(wq ? d_dq : NULL, wk ? d_dk : NULL, wv ? d_dv : NULL, d_ws, d_dout, d_out, d_lse, d_q,
                               d_k, d_v, B, T, H, KV, hd);
         static const char *const modes[] = {"", "_alone", "_alone", "_alone"};
         snprintf(nm, sizeof nm, "cuda_tc_attention_backward_dq%s_%s", modes[mode], cfg);
@@ -209,6 +214,7 @@ static void test_case(int B, int T, int H, int KV, int hd, int off) {
     free(q); free(k); free(v); free(dout); free(dq0); free(dk0); free(dv0); free(out); free(lse); free(ws); free(hl);
     freeb(d_q); freeb(d_k); freeb(d_v); freeb(d_dout); freeb(d_out);
     D->dev_free(d_lse);
+    D->dev_free(d_ws);
 }
 
 static void test_attention(int small) {

@@ -113,7 +113,7 @@ static void swiglu_rounding(const float *d_out, const float *out, size_t n) {
 
 static const ck_prec bf16 = {.prefix = "cuda_bf16_", .round = bround, .dev_c = devb, .dev_c_nan = devb_nan, .set_c = setb,
                              .get_c = getb, .tol_c_ew = TOL_BF, .tol_c_mm = TOL_BF, .tol_c_copy = 0.0,
-                             .tol_f_ew = TOL_F32, .tol_f_mm = TOL_F32, .attention_ws = 0, .swiglu_extra = swiglu_rounding};
+                             .tol_f_ew = TOL_F32, .tol_f_mm = TOL_F32, .swiglu_extra = swiglu_rounding};
 
 /* ---- the fp32 ops the table keeps: adamw, scale_inplace, sumsq --------------------------------- */
 
@@ -126,6 +126,8 @@ static void test_fp32_ops(void) {
     }
     float *d_p = devf(p, n), *d_g = devf(g, n), *d_m = devf(m, n), *d_v = devf(v, n);
     ck_adamw(p, g, m, v, d_p, d_g, d_m, d_v, n, " (fp32)", TOL_FP32_OPS);
+    ck_adamw_fused(n, 0, TOL_FP32_OPS);
+    ck_adamw_fused(1003, 1, TOL_FP32_OPS);
     R->scale_inplace(p, -0.37f, n);
     D->scale_inplace(d_p, -0.37f, n);
     cmpf("cuda_bf16_scale_inplace (fp32)", d_p, p, n, TOL_FP32_OPS);

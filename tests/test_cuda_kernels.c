@@ -29,6 +29,8 @@ static void test_adamw(void) {
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
     float *d_p = devf(p, n), *d_g = devf(g, n), *d_m = devf(m, n), *d_v = devf(v, n);
     ck_adamw(p, g, m, v, d_p, d_g, d_m, d_v, n, "", TOL_EW);
+    ck_adamw_fused(n, 0, TOL_EW);
+    ck_adamw_fused(1003, 1, TOL_EW);
     free(p); free(g); free(m); free(v);
     D->dev_free(d_p); D->dev_free(d_g); D->dev_free(d_m); D->dev_free(d_v);
 }
@@ -181,7 +183,7 @@ static float same(float f) { return f; }
 static void setf(float *d, const float *h, size_t n) { D->from_host(d, h, n * sizeof(float)); }
 static const ck_prec fp32 = {.prefix = "cuda_", .round = same, .dev_c = devf, .dev_c_nan = devf_nan, .set_c = setf,
                              .get_c = getf, .tol_c_ew = TOL_EW, .tol_c_mm = TOL_MM, .tol_c_copy = TOL_EW,
-                             .tol_f_ew = TOL_EW, .tol_f_mm = TOL_MM, .attention_ws = 1};
+                             .tol_f_ew = TOL_EW, .tol_f_mm = TOL_MM};
 
 int main(void) {
     P = &fp32;
@@ -206,6 +208,10 @@ int main(void) {
     CHECK(cuda_peak_bf16_tflops("NVIDIA H100 80GB HBM3") == 989.0 && cuda_peak_bf16_tflops("NVIDIA A100-SXM4-80GB") ==
               312.0 && cuda_peak_bf16_tflops("Tesla T4") == 0.0,
           "cuda_peak_bf16_tflops", "datasheet table wrong");
+    CHECK(cuda_peak_bw_gbs("NVIDIA H200") == 4800.0 && cuda_peak_bw_gbs("NVIDIA H100 80GB HBM3") == 3350.0 &&
+              cuda_peak_bw_gbs("NVIDIA GH200 480GB") == 4000.0 && cuda_peak_bw_gbs("NVIDIA A100-SXM4-80GB") == 2039.0 &&
+              cuda_peak_bw_gbs("Tesla T4") == 0.0,
+          "cuda_peak_bw_gbs", "datasheet table wrong");
     size_t fr = 0, tot = 0;
     cuda_mem_info(&fr, &tot);
     CHECK(tot > 0 && fr <= tot, "cuda_mem_info", "free %zu total %zu", fr, tot);

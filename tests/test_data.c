@@ -70,7 +70,7 @@ static void test_layout(void) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int32_t in[8], tg[8];
         memset(in, 0xff, sizeof in), memset(tg, 0xff, sizeof tg);
-        data_batch(&d, cases[c].step, 4, cases[c].rank, 2, 4, in, tg);
+        data_batch(&d, cases[c].step, 4, cases[c].rank, 2, 4, in, tg, NULL, 0);
         int ok = 1;
         for (int s = 0; s < 2; s++)
             for (int t = 0; t < 4; t++) {
@@ -85,16 +85,16 @@ static void test_layout(void) {
     int ok = 1;
     for (int64_t step = 0; step < 7; step++) {
         int32_t in1[16], tg1[16], in2[16], tg2[16], in4[16], tg4[16];
-        data_batch(&d, step, 4, 0, 4, 4, in1, tg1);
-        for (int r = 0; r < 2; r++) data_batch(&d, step, 4, r, 2, 4, in2 + r * 8, tg2 + r * 8);
-        for (int r = 0; r < 4; r++) data_batch(&d, step, 4, r, 1, 4, in4 + r * 4, tg4 + r * 4);
+        data_batch(&d, step, 4, 0, 4, 4, in1, tg1, NULL, 0);
+        for (int r = 0; r < 2; r++) data_batch(&d, step, 4, r, 2, 4, in2 + r * 8, tg2 + r * 8, NULL, 0);
+        for (int r = 0; r < 4; r++) data_batch(&d, step, 4, r, 1, 4, in4 + r * 4, tg4 + r * 4, NULL, 0);
         ok &= !memcmp(in1, in2, sizeof in1) && !memcmp(tg1, tg2, sizeof tg1) && !memcmp(in1, in4, sizeof in1) &&
               !memcmp(tg1, tg4, sizeof tg1);
     }
     CHECK(ok, "data_batch_same_global_batch_any_dp", "rank-major split differs");
     /* a global batch larger than N wraps within one step */
     int32_t inw[28], tgw[28];
-    data_batch(&d, 0, 7, 0, 7, 4, inw, tgw);
+    data_batch(&d, 0, 7, 0, 7, 4, inw, tgw, NULL, 0);
     CHECK(inw[5 * 4] == tok_at(0) && inw[6 * 4] == tok_at(4) && tgw[6 * 4 + 3] == tok_at(8), "data_batch_wraps_in_step",
           "%d %d", inw[20], inw[24]);
     data_close(&d);
@@ -138,9 +138,11 @@ static void test_layout(void) {
 
 /* ---- every format and dtype through the writer ------------------------------------------------- */
 static int64_t src_tok(int64_t i, int64_t big) { return big ? (i * 104729 + 17) % 128256 : tok_at(i); }
-static void gen_src(void *ctx, int64_t first, int64_t n, int64_t *dst) {
+static int gen_src(void *ctx, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen) {
     int64_t big = *(const int64_t *)ctx;
+    (void)err, (void)errlen;
     for (int64_t i = 0; i < n; i++) dst[i] = src_tok(first + i, big);
+    return 0;
 }
 
 static void test_formats(void) {
@@ -171,14 +173,14 @@ static void test_formats(void) {
         int ok = rc == 0 && ro == 0 && d.ntokens == n && d.format == cases[c].f && d.dtype == cases[c].t;
         if (ok) {
             int64_t *got = malloc((size_t)n * sizeof *got);
-            data_read(&d, 0, n, got);
+            data_read(&d, 0, n, got, NULL, 0);
             for (int64_t i = 0; i < n; i++) ok &= got[i] == src_tok(i, big);
             free(got);
         }
         CHECK(ok, name, "write %d open %d: %s", rc, ro, err);
         if (ro == 0) {
             int32_t in[64], tg[64];
-            data_batch(&d, 3, 8, 1, 8, 8, in, tg);
+            data_batch(&d, 3, 8, 1, 8, 8, in, tg, NULL, 0);
             int k = big;
             if (c == 0 || (big && cases[c].f == DATA_LLMC)) memcpy(ref_in[k], in, sizeof in), memcpy(ref_tg[k], tg, sizeof tg);
             snprintf(name, sizeof name, "data_format_%s_%s_same_batch", data_format_names[cases[c].f],
@@ -261,13 +263,13 @@ static void test_hand_built(void) {
     llmc_file(p, 20240520, 1, 100, 2, 100);
     int rc = data_open(&d, p, 256, 8, 0, err, sizeof err);
     int64_t v[100];
-    if (rc == 0) data_read(&d, 0, 100, v);
+    if (rc == 0) data_read(&d, 0, 100, v, NULL, 0);
     CHECK(rc == 0 && d.ntokens == 100 && d.format == DATA_LLMC && v[99] == 99 * 5 % 256, "llmc_v1_u16_by_hand",
           "rc %d: %s", rc, err);
     if (rc == 0) data_close(&d);
     llmc_file(p, 20240801, 7, 100, 4, 100);
     rc = data_open(&d, p, 256, 8, 0, err, sizeof err);
-    if (rc == 0) data_read(&d, 0, 100, v);
+    if (rc == 0) data_read(&d, 0, 100, v, NULL, 0);
     CHECK(rc == 0 && d.dtype == DATA_U32 && v[51] == 51 * 5 % 256, "llmc_v7_u32_by_hand", "rc %d: %s", rc, err);
     if (rc == 0) data_close(&d);
     llmc_file(p, 20240520, 7, 100, 2, 100);
@@ -291,7 +293,7 @@ static void test_hand_built(void) {
     for (int major = 1; major <= 3; major++) {
         npy_file(p, major, "{'descr': '<i4', 'fortran_order': False, 'shape': (50,), }", i4, sizeof i4);
         rc = data_open(&d, p, 256, 8, 0, err, sizeof err);
-        if (rc == 0) data_read(&d, 0, 50, v);
+        if (rc == 0) data_read(&d, 0, 50, v, NULL, 0);
         char name[64];
         snprintf(name, sizeof name, "npy_v%d_by_hand", major);
         CHECK(rc == 0 && d.format == DATA_NPY && d.ntokens == 50 && v[49] == 147, name, "rc %d: %s", rc, err);
@@ -343,10 +345,10 @@ static void test_hand_built(void) {
         rc = data_open(&d, check_path(names[k]), 256, 8, 0, err, sizeof err);
         int ok = rc == 0 && d.format == DATA_MEGATRON && d.ntokens == 45 && d.nruns == 2;
         if (ok) {
-            data_read(&d, 0, 45, v);
+            data_read(&d, 0, 45, v, NULL, 0);
             for (int i = 0; i < 45; i++) ok &= v[i] == (i < 10 ? 140 + i : 100 + (i - 10));
             int32_t in[8], tg[8]; /* sequence 1 = stream [8, 17): crosses from the first run into the second */
-            data_batch(&d, 1, 1, 0, 1, 8, in, tg);
+            data_batch(&d, 1, 1, 0, 1, 8, in, tg, NULL, 0);
             ok &= in[0] == 148 && in[1] == 149 && in[2] == 100 && tg[7] == 106;
         }
         char name[64];
@@ -432,7 +434,7 @@ static void test_sparse_big(void) {
     if (rc != 0) return;
     int64_t N = data_num_sequences(&d, 3);
     int32_t in[3], tg[3];
-    data_batch(&d, N - 1, 1, 0, 1, 3, in, tg); /* the last sequence, stream [3(N-1), 3N], reaches into the tail */
+    data_batch(&d, N - 1, 1, 0, 1, 3, in, tg, NULL, 0); /* the last sequence, stream [3(N-1), 3N], reaches into the tail */
     int64_t M = bytes / 2, s0 = 3 * (N - 1);
     ok = 1;
     for (int t = 0; t < 3; t++) {
@@ -461,9 +463,9 @@ static void test_synthetic(void) {
     CHECK(data_num_sequences(&s1, 16) == (int64_t)1 << 30, "data_synthetic_num_sequences", "%lld",
           (long long)data_num_sequences(&s1, 16));
     int32_t a_in[64], a_tg[64], b_in[64], b_tg[64], c_in[64], c_tg[64];
-    data_batch(&s1, 5, 8, 1, 4, 16, a_in, a_tg);
-    data_batch(&s2, 5, 8, 1, 4, 16, b_in, b_tg);
-    data_batch(&s3, 5, 8, 1, 4, 16, c_in, c_tg);
+    data_batch(&s1, 5, 8, 1, 4, 16, a_in, a_tg, NULL, 0);
+    data_batch(&s2, 5, 8, 1, 4, 16, b_in, b_tg, NULL, 0);
+    data_batch(&s3, 5, 8, 1, 4, 16, c_in, c_tg, NULL, 0);
     CHECK(!memcmp(a_in, b_in, sizeof a_in) && !memcmp(a_tg, b_tg, sizeof a_tg), "data_synthetic_deterministic",
           "two opens differ");
     int same = 0;
@@ -477,13 +479,13 @@ static void test_synthetic(void) {
     }
     CHECK(ok, "data_synthetic_target_is_next_input", "overlap broken");
     int32_t g_in[128], g_tg[128];
-    data_batch(&s1, 5, 8, 0, 8, 16, g_in, g_tg);
+    data_batch(&s1, 5, 8, 0, 8, 16, g_in, g_tg, NULL, 0);
     CHECK(!memcmp(g_in + 64, a_in, sizeof a_in), "data_synthetic_rank_major", "dp split differs");
     /* uniform over [0, V): 160000 draws over 16 values, each count within 5 sigma (~500) of 10000 */
     data_file u;
     data_open(&u, "synthetic", 16, 1000, 7, err, sizeof err);
     int32_t *ui = malloc(160 * 1000 * sizeof(int32_t)), *ut = malloc(160 * 1000 * sizeof(int32_t));
-    data_batch(&u, 0, 160, 0, 160, 1000, ui, ut);
+    data_batch(&u, 0, 160, 0, 160, 1000, ui, ut, NULL, 0);
     int hist[16] = {0}, inrange = 1;
     for (int i = 0; i < 160000; i++) {
         if (ui[i] < 0 || ui[i] >= 16) inrange = 0;
@@ -496,7 +498,7 @@ static void test_synthetic(void) {
     data_file big;
     data_open(&big, "synthetic", 128256, 64, 1, err, sizeof err);
     int32_t bi[64 * 8], bt[64 * 8];
-    data_batch(&big, 3, 8, 0, 8, 64, bi, bt);
+    data_batch(&big, 3, 8, 0, 8, 64, bi, bt, NULL, 0);
     int hi = 0, okr = 1;
     for (int i = 0; i < 512; i++) hi += bi[i] >= 65536, okr &= bi[i] >= 0 && bi[i] < 128256;
     CHECK(okr && hi > 100, "data_synthetic_large_vocab", "%d of 512 above 65535, in range %d", hi, okr);
@@ -557,9 +559,9 @@ static void test_mkdata(void) {
         if (rc == 0 && r1 == 0 && r2 == 0) {
             int64_t t[969];
             int ok = 1;
-            data_read(&dt, 0, 969, t);
+            data_read(&dt, 0, 969, t, NULL, 0);
             for (int64_t i = 0; i < 969; i++) ok &= t[i] == text[i];
-            data_read(&dv, 0, 50, t);
+            data_read(&dv, 0, 50, t, NULL, 0);
             for (int64_t i = 0; i < 50; i++) ok &= t[i] == text[969 + i];
             snprintf(name, sizeof name, "mkdata_%s_bytes_are_tokens", fmts[f]);
             CHECK(ok, name, "token mismatch");
@@ -581,7 +583,7 @@ static void test_mkdata(void) {
              b.format == DATA_NANOGPT && b.ntokens == 969;
     if (ok) {
         int64_t t[969];
-        data_read(&b, 0, 969, t);
+        data_read(&b, 0, 969, t, NULL, 0);
         for (int i = 0; i < 969; i++) ok &= t[i] == text[i];
     }
     CHECK(ok, "mkdata_convert_round_trip", "rc %d %d open %d %d: %s", rc1, rc2, ra, rb, err);
@@ -613,6 +615,97 @@ static void test_mkdata(void) {
 }
 
 
+/* ---- almost a known format: refused, never read as headerless tokens; the .npy header strictly ------ */
+static void test_near_formats(void) {
+    const char *p = check_path("near.bin");
+    uint16_t body[200];
+    for (int i = 0; i < 200; i++) body[i] = (uint16_t)(i % 256);
+    const struct { const char *name; int32_t magic, version, count; } llmc[] = {
+        {"near_llmc_magic_plus_1", 20240521, 1, 200}, {"near_llmc_magic_minus_1", 20240519, 1, 200},
+        {"near_llmc_v7_magic_plus_1", 20240802, 7, 100}, {"near_llmc_magic_one_byte", 20240520 ^ 0x7f, 1, 200},
+        {"near_llmc_magic_zero_version_count_intact", 0, 1, 200}, {"near_llmc_magic_and_version_zero", 0, 0, 200},
+        {"near_llmc_magic_plus_999", 20240520 + 999, 3, 5},
+    };
+    for (size_t k = 0; k < sizeof llmc / sizeof llmc[0]; k++) {
+        llmc_file(p, llmc[k].magic, llmc[k].version, llmc[k].count, 2, 200);
+        expect_bad_data(llmc[k].name, p, 65536, 4, "looks like an llm.c token file with a damaged header");
+    }
+    const char *npy_magics[] = {"\x92NUMPY", "\x93NUMPZ", "\x93NUM\0\0", "\x93numpy"};
+    for (int k = 0; k < 4; k++) {
+        npy_file(p, 1, "{'descr': '<u2', 'fortran_order': False, 'shape': (200,), }", body, sizeof body);
+        FILE *fp = fopen(p, "r+b");
+        if (fp) fwrite(npy_magics[k], 1, 6, fp), fclose(fp);
+        char name[64];
+        snprintf(name, sizeof name, "near_npy_damaged_magic_%d", k);
+        expect_bad_data(name, p, 65536, 4, "looks like a .npy file with a damaged header");
+    }
+    unsigned char st[64] = {0};
+    memcpy(st, "\x20\0\0\0\0\0\0\0{\"a\": {\"dtype\": \"F32\"}}        ", 40);
+    check_write_file(p, st, sizeof st);
+    expect_bad_data("near_safetensors_as_tokens", p, 65536, 4, "looks like a safetensors file");
+    check_write_file(p, "PK\x03\x04zzzzzzzz", 12);
+    expect_bad_data("near_npz_zip_as_tokens", p, 65536, 4, "looks like a zip archive");
+    /* real headerless data stays readable, including data that begins like llm.c's magic word */
+    uint16_t plain[200];
+    for (int i = 0; i < 200; i++) plain[i] = (uint16_t)(i * 3 % 256);
+    plain[0] = 0xD888, plain[1] = 0x0200; /* the low half of 20240520 (0x0134D888), then two bytes off */
+    write_tokens(p, plain, 200);
+    data_file d;
+    int rc = data_open(&d, p, 65536, 4, 0, err, sizeof err);
+    CHECK(rc == 0 && d.format == DATA_NANOGPT && d.ntokens == 200, "headerless_still_read", "rc %d: %s", rc, err);
+    if (rc == 0) data_close(&d);
+
+    /* .npy headers parsed strictly: a value that only starts right, a key too many or twice, text after */
+    const struct { const char *name, *dict, *want; } npy[] = {
+        {"npy_fortran_order_falsey", "{'descr': '<u2', 'fortran_order': Falsey, 'shape': (200,), }", "not separated by ','"},
+        {"npy_fortran_order_truthy", "{'descr': '<u2', 'fortran_order': Truex, 'shape': (200,), }", "not separated by ','"},
+        {"npy_fortran_order_number", "{'descr': '<u2', 'fortran_order': 0, 'shape': (200,), }", "not True or False"},
+        {"npy_extra_key", "{'descr': '<u2', 'fortran_order': False, 'shape': (200,), 'x': 1}", "a key other than"},
+        {"npy_key_twice", "{'descr': '<u2', 'descr': '<u2', 'fortran_order': False, 'shape': (200,)}", "names a key twice"},
+        {"npy_missing_key", "{'descr': '<u2', 'shape': (200,), }", "lacks one of"},
+        {"npy_text_after_dict", "{'descr': '<u2', 'fortran_order': False, 'shape': (200,), } x", "text after the dictionary"},
+        {"npy_shape_not_a_tuple", "{'descr': '<u2', 'fortran_order': False, 'shape': (200), }", "not a tuple"},
+        {"npy_shape_not_integers", "{'descr': '<u2', 'fortran_order': False, 'shape': (2e2,), }", "not a tuple of integers"},
+        {"npy_descr_unquoted", "{'descr': <u2, 'fortran_order': False, 'shape': (200,), }", "descr that is not a short string"},
+    };
+    for (size_t k = 0; k < sizeof npy / sizeof npy[0]; k++) {
+        npy_file(p, 1, npy[k].dict, body, sizeof body);
+        expect_bad_data(npy[k].name, p, 256, 4, npy[k].want);
+    }
+    npy_file(p, 1, "{ 'shape' : ( 200 , ) ,'descr':\"<u2\" , 'fortran_order':False}", body, sizeof body);
+    rc = data_open(&d, p, 256, 4, 0, err, sizeof err);
+    CHECK(rc == 0 && d.ntokens == 200, "npy_header_spacing_and_order_free", "rc %d: %s", rc, err);
+    if (rc == 0) data_close(&d);
+}
+
+/* ---- a file truncated under its mapping: the reads fail with one line, no SIGBUS -------------------- */
+static void test_truncated_under_map(void) {
+    const char *p = check_path("shrink.bin");
+    static uint16_t t[1 << 16];
+    for (int i = 0; i < 1 << 16; i++) t[i] = (uint16_t)(i % 256);
+    write_tokens(p, t, 1 << 16);
+    data_file d;
+    int rc = data_open(&d, p, 256, 16, 0, err, sizeof err);
+    CHECK(rc == 0, "shrink_open", "rc %d: %s", rc, err);
+    if (rc) return;
+    int64_t v[64];
+    int32_t in[32], tg[32];
+    int ok0 = data_read(&d, 30000, 64, v, err, sizeof err) == 0 && data_batch(&d, 100, 2, 0, 2, 16, in, tg, err, sizeof err) == 0;
+    if (truncate(p, 4096) != 0) CHECK(0, "shrink_truncate", "%s", strerror(errno));
+    err[0] = 0;
+    rc = data_read(&d, 30000, 64, v, err, sizeof err);
+    CHECK(ok0 && rc == -1 && strstr(err, "changed while it was read: it is now 4096 bytes, 131072 when opened") &&
+              v[0] == 0 && v[63] == 0 && !strchr(err, '\n'), "shrink_data_read_fails_cleanly", "rc %d: %s", rc, err);
+    memset(in, 0x7f, sizeof in);
+    rc = data_batch(&d, 100, 2, 0, 2, 16, in, tg, err, sizeof err);
+    int zeros = 1;
+    for (int i = 0; i < 32; i++) zeros &= in[i] == 0 && tg[i] == 0;
+    CHECK(rc == -1 && zeros && strstr(err, p), "shrink_data_batch_fails_with_zeros", "rc %d: %s", rc, err);
+    rc = data_batch(&d, 0, 2, 0, 2, 16, in, tg, err, sizeof err); /* the part still in the file reads on */
+    CHECK(rc == 0 && in[1] == 1, "shrink_data_batch_before_the_cut_still_reads", "rc %d: %s", rc, err);
+    data_close(&d);
+}
+
 int main(void) {
     if (check_mkscratch("test_data")) {
         printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
@@ -621,6 +714,8 @@ int main(void) {
     test_layout();
     test_formats();
     test_hand_built();
+    test_near_formats();
+    test_truncated_under_map();
     test_sparse_big();
     test_synthetic();
     test_mkdata();

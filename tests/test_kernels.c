@@ -636,6 +636,31 @@ static void test_adamw(float wd) {
     free(p); free(m); free(v); free(rp); free(rm); free(rv);
 }
 
+/* the fused step is the composition it promises, bit for bit: scale_inplace (gscale != 1), adamw,
+ * the copy of the new p (pc), the zeroed g (zero_g); gscale = 1 leaves g unscaled */
+static void test_adamw_fused(void) {
+    const size_t n = 45;
+    for (int c = 0; c < 3; c++) {
+        const float gscale = c == 0 ? 1.0f : 0.37f;
+        const int zero_g = c == 2, want_pc = c != 1;
+        float *p = frand(n, 1.0), *g = frand(n, 0.5), *m = frand(n, 0.1), *v = frand(n, 0.1);
+        for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+        float *p2 = fdup(p, n), *g2 = fdup(g, n), *m2 = fdup(m, n), *v2 = fdup(v, n), *pc = frand(n, 1.0);
+        if (gscale != 1.0f) ops_cpu.scale_inplace(g2, gscale, n);
+        ops_cpu.adamw(p2, g2, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f);
+        ops_cpu.adamw_fused(p, want_pc ? pc : NULL, g, m, v, n, gscale, zero_g, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f,
+                            0.0975f);
+        int same = !memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) && !memcmp(v, v2, n * 4) &&
+                   (!want_pc || !memcmp(pc, p2, n * 4));
+        for (size_t i = 0; i < n; i++) same &= zero_g ? g[i] == 0.0f : g[i] == g2[i];
+        char name[96];
+        snprintf(name, sizeof name, "adamw_fused = scale, adamw, copy, zero (gscale %g, pc %d, zero_g %d)", gscale,
+                 want_pc, zero_g);
+        CHECK(same, name, "differs from the composition");
+        free(p); free(g); free(m); free(v); free(p2); free(g2); free(m2); free(v2); free(pc);
+    }
+}
+
 static void test_helpers(void) {
     const size_t n = 1001;
     float *x = frand(n, 3.0), *y = frand(n, 1.0), *y0 = fdup(y, n);
@@ -718,6 +743,7 @@ static void test_tables(void) {
     ops_null.rmsnorm_forward(buf, buf, buf, buf, 4, 4, 1e-5f);
     ops_null.swiglu_forward(buf, buf, buf, 16);
     ops_null.adamw(buf, buf, buf, buf, 16, 1.0f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f);
+    ops_null.adamw_fused(buf, buf, buf, buf, buf, 16, 0.5f, 1, 1.0f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f);
     ops_null.zero(buf, sizeof buf);
     ops_null.attention_forward(NULL, NULL, NULL, NULL, NULL, NULL, 1, 4, 2, 1, 8);
     ops_null.dev_free(NULL);
@@ -784,6 +810,7 @@ int main(void) {
     test_ce_empty_shard();
     test_adamw(0.1f);
     test_adamw(0.0f);
+    test_adamw_fused();
     test_helpers();
 
     double g64 = cpu_sgemm_gflops(64, 0.01);

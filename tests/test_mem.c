@@ -130,6 +130,36 @@ static void test_arenas_coexist(void) {
     mem_arena_release(&live);
 }
 
+/* the allocator itself refusing (not the budget): the handler hears it as the host on the CPU backend */
+static void *refuse_alloc(size_t bytes) { (void)bytes; return NULL; }
+static void test_alloc_refused(void) {
+    ops_t refusing = ops_cpu;
+    refusing.dev_alloc = refuse_alloc;
+    mem_arena arena, *A = &arena;
+    mem_arena_init(A, &refusing, 0, 0);
+    mem_set_oom_handler(A, oom_jump);
+    g_oom_calls = 0;
+    void *volatile p = NULL;
+    if (setjmp(g_jmp) == 0) p = mem_alloc(A, MEM_GATHERED, 4096);
+    char m[512] = "";
+    if (g_oom_calls) mem_oom_message(&g_oom_seen, m, sizeof m);
+    CHECK(g_oom_calls == 1 && !p && g_oom_seen.alloc_failed == 1 && g_oom_seen.oom_cat == MEM_GATHERED &&
+              g_oom_seen.oom_bytes == 4096 && !strcmp(g_oom_seen.oom_where, "host") &&
+              strstr(m, "out of host memory: gathered asked 4.00 KiB (4096 bytes)") && !strstr(m, "device"),
+          "mem_real_host_refuses_is_out_of_host_memory", "calls %d failed %d: %s", g_oom_calls, g_oom_seen.alloc_failed, m);
+    refusing.name = "cuda";
+    mem_arena_release(A);
+    mem_arena_init(A, &refusing, 0, 0);
+    mem_set_oom_handler(A, oom_jump);
+    g_oom_calls = 0;
+    if (setjmp(g_jmp) == 0) p = mem_alloc(A, MEM_PARAMS, 8);
+    if (g_oom_calls) mem_oom_message(&g_oom_seen, m, sizeof m);
+    CHECK(g_oom_calls == 1 && strstr(m, "out of device memory: params asked") && strstr(m, "the device itself is full"),
+          "mem_real_device_refuses_is_out_of_device_memory", "calls %d: %s", g_oom_calls, m);
+    mem_set_oom_handler(A, NULL);
+    mem_arena_release(A);
+}
+
 /* what the plans below plan for: an fp32 engine */
 static engine_t g_fp32;
 
@@ -205,6 +235,7 @@ int main(void) {
     test_budget_plan();
     test_budget_real();
     test_arenas_coexist();
+    test_alloc_refused();
     test_plan_boundary(1, 1);
     test_plan_boundary(8, 2);
     test_plan_boundary(8, 8);

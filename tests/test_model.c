@@ -118,7 +118,11 @@ static void fd_check(model_t *M, const char *tag) {
 /* A recorder attached to the engine a plan is made for sees the replay: every GEMM of one step (7 per
  * layer forward, 14 with checkpointing; 12 per layer backward and the lm_head's), each started
  * all-gather waited for once, every collective on a group of the 2x2 mesh or the world. */
-typedef struct { int mm_fwd, mm_bwd, f32out, started, waited, other_size; size_t start_bytes, wait_bytes; } seen_t;
+typedef struct {
+    int mm_fwd, mm_bwd, f32out, started, waited, other_size, host, bad_id;
+    size_t start_bytes, wait_bytes;
+    uint64_t start_ids, wait_ids, last_start;
+} seen_t;
 static void seen_mm_fwd(void *c, floatX *o, const floatX *i, const floatX *w, int N, int Ci, int Co, int a) {
     (void)o; (void)i; (void)w; (void)N; (void)Ci; (void)Co; (void)a; ((seen_t *)c)->mm_fwd++;
 }
@@ -129,12 +133,19 @@ static void seen_mm_bwd(void *c, floatX *di, float *dw, const floatX *d, const f
 static void seen_f32out(void *c, float *o, const floatX *i, const floatX *w, int N, int Ci, int Co) {
     (void)o; (void)i; (void)w; (void)N; (void)Ci; (void)Co; ((seen_t *)c)->f32out++;
 }
-static void seen_coll(void *c, const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) {
+static void seen_coll(void *c, const comm_group *g, comm_kind k, size_t bytes, comm_phase ph, int host, uint64_t id) {
     seen_t *s = c;
     (void)k;
     if (g->size != 2 && g->size != 4) s->other_size++;   /* the mesh's groups, the world (the gradient norm) */
-    if (ph == COMM_STARTED) { s->started++; s->start_bytes += bytes; }
-    if (ph == COMM_WAITED) { s->waited++; s->wait_bytes += bytes; }
+    s->host += host;
+    /* a blocking call has id 0; each start a new one (increasing), its wait the same */
+    if (ph == COMM_BLOCKING) s->bad_id += id != 0;
+    if (ph == COMM_STARTED) {
+        s->started++; s->start_bytes += bytes; s->start_ids += id;
+        s->bad_id += id <= s->last_start;
+        s->last_start = id;
+    }
+    if (ph == COMM_WAITED) { s->waited++; s->wait_bytes += bytes; s->wait_ids += id; s->bad_id += id == 0 || id > s->last_start; }
 }
 static void test_plan_trace(int ckpt) {
     model_config c = cfg();
@@ -155,6 +166,11 @@ static void test_plan_trace(int ckpt) {
     CHECK(rc == 0 && s.started > 0 && s.started == s.waited && s.start_bytes == s.wait_bytes && !s.other_size, name,
           "started %d (%zu bytes), waited %d (%zu bytes), %d on a group of another size", s.started, s.start_bytes, s.waited,
           s.wait_bytes, s.other_size);
+    /* the one host-memory collective of plan_rank's step: optim_step's gradient-norm all-reduce (f64) */
+    snprintf(name, sizeof name, "model_plan_trace_ids_host%s", ckpt ? "_checkpointing" : "");
+    CHECK(rc == 0 && !s.bad_id && s.start_ids == s.wait_ids && s.host == 1, name,
+          "%d ids out of place, started ids sum %llu, waited %llu, %d on host memory", s.bad_id,
+          (unsigned long long)s.start_ids, (unsigned long long)s.wait_ids, s.host);
     engine_release(&E);
 }
 

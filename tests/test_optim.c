@@ -49,6 +49,33 @@ static int is_norm(const fsdp_seg *s) { return strstr(s->name, "norm.weight") !=
 static uint64_t g_rng = 88172645463325252ull;
 static double urand(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17; return (double)(g_rng >> 11) / 9007199254740992.0; }
 
+/* a copy of every owned gradient (at dp = 1 the step zeroes them: what reached AdamW is read from here) */
+static float **save_grads(model_t *M) {
+    float **g = calloc((size_t)M->fsdp.n, sizeof *g);
+    for (int i = 0; i < M->fsdp.n; i++) {
+        g[i] = malloc((size_t)M->fsdp.u[i].shard * sizeof(float) + 1);
+        memcpy(g[i], M->fsdp.u[i].g, (size_t)M->fsdp.u[i].shard * sizeof(float));
+    }
+    return g;
+}
+static void restore_grads(model_t *M, float **g) {
+    for (int i = 0; i < M->fsdp.n; i++) memcpy(M->fsdp.u[i].g, g[i], (size_t)M->fsdp.u[i].shard * sizeof(float));
+}
+static void free_grads(model_t *M, float **g) {
+    for (int i = 0; i < M->fsdp.n; i++) free(g[i]);
+    free(g);
+}
+/* Σ m² over the owned segments: after a first step from m = 0, m = (1 − β1)·(the gradient AdamW used) */
+static double sumsq_m(model_t *M) {
+    double s = 0;
+    for (int i = 0; i < M->fsdp.n; i++) {
+        fsdp_unit *u = &M->fsdp.u[i];
+        for (int64_t j = 0; j < u->shard; j++)
+            if (seg_of(u, (int64_t)M->fsdp.dp->rank * u->shard + j)) s += (double)u->m[j] * u->m[j];
+    }
+    return s;
+}
+
 /* double-precision mirror of the owned state */
 typedef struct { double *p, *m, *v; } ref_t;
 
@@ -204,37 +231,55 @@ static void test_bias_correction(void) {
     model_t M; build(&M, 1, 0);
     ref_t *R = ref_init(&M);
     fill_grads(&M, 1e-3);
+    float **g = save_grads(&M);
     optim_cfg c = {.lr = 1e-2, .weight_decay = 0.0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_clip = 0};
     optim_step(&M, &g_world, &c, 0, 1, NULL);
     double worst = 0;
+    int64_t moved = 0, zeroed = 0, owned = 0;
     for (int i = 0; i < M.fsdp.n; i++)
         for (int64_t j = 0; j < M.fsdp.u[i].shard; j++) {
-            if (!seg_of(&M.fsdp.u[i], j) || fabs(M.fsdp.u[i].g[j]) < 1e-5) continue;
+            if (!seg_of(&M.fsdp.u[i], j)) continue;
+            owned++;
+            zeroed += M.fsdp.u[i].g[j] == 0.0f;
+            if (fabs(g[i][j]) < 1e-5) continue;
+            moved++;
             double d = fabs(fabs(M.fsdp.u[i].p[j] - R[i].p[j]) - 1e-2) / 1e-2;
             if (!(d <= worst)) worst = d;
         }
-    CHECK(worst < 1e-3, "optim_bias_correction_first_step", "first update differs from lr by %g relative", worst);
+    CHECK(moved > 0 && worst < 1e-3, "optim_bias_correction_first_step",
+          "first update differs from lr by %g relative (%lld elements)", worst, (long long)moved);
+    /* dp = 1: the fused step leaves the gradients zero for the next backward */
+    CHECK(owned > 0 && zeroed == owned, "optim_step_zeroes_grads_dp1", "%lld of %lld gradients not zero",
+          (long long)(owned - zeroed), (long long)owned);
+    free_grads(&M, g);
     ref_free(&M, R);
     model_free(&M);
 }
 
-/* clipping: the gradients that reach AdamW are scaled by C/(norm+1e-6) when that is below 1 */
+/* clipping: the gradients that reach AdamW are scaled by C/(norm+1e-6) when that is below 1 (read
+ * from the first moment of a first step: m = (1 − β1)·g) */
 static void test_clip_applied(void) {
-    model_t M; build(&M, 1, 0);
-    fill_grads(&M, 1.0);
-    double before = sqrt(sumsq_grads(&M, 1));
-    optim_cfg c = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_clip = 0.25};
-    double n = optim_step(&M, &g_world, &c, 0, 1, NULL);
-    double after = sqrt(sumsq_grads(&M, 1));
-    CHECK(fabs(n - before) <= 1e-9 * before, "optim_returns_norm_before_clip", "%g vs %g", n, before);
-    CHECK(fabs(after - 0.25 * before / (before + 1e-6)) <= 1e-5 * 0.25, "optim_clip_scales_grads",
-          "norm after clipping %g, want %g", after, 0.25 * before / (before + 1e-6));
-    fill_grads(&M, 1e-4);
-    before = sqrt(sumsq_grads(&M, 1));
-    c.grad_clip = 1.0;
-    optim_step(&M, &g_world, &c, 0, 1, NULL);
-    CHECK(sqrt(sumsq_grads(&M, 1)) == before, "optim_clip_inactive_below_c", "grads changed with norm %g < C", before);
-    model_free(&M);
+    for (int pass = 0; pass < 2; pass++) {
+        model_t M; build(&M, 1, 0);
+        fill_grads(&M, pass ? 1e-4 : 1.0);
+        double before = sqrt(sumsq_grads(&M, 1));
+        float **g = save_grads(&M);
+        optim_cfg c = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_clip = pass ? 1.0 : 0.25};
+        double n = optim_step(&M, &g_world, &c, 0, 1, NULL);
+        double used = sqrt(sumsq_m(&M)) / (1.0 - 0.9);
+        if (!pass) {
+            CHECK(fabs(n - before) <= 1e-9 * before, "optim_returns_norm_before_clip", "%g vs %g", n, before);
+            CHECK(fabs(used - 0.25 * before / (before + 1e-6)) <= 1e-5 * 0.25, "optim_clip_scales_grads",
+                  "norm reaching AdamW %g, want %g", used, 0.25 * before / (before + 1e-6));
+        } else { /* unclipped: m is exactly (1 − β1)·g, element by element */
+            int same = 1;
+            for (int i = 0; i < M.fsdp.n; i++)
+                for (int64_t j = 0; j < M.fsdp.u[i].shard; j++) same &= M.fsdp.u[i].m[j] == (1.0f - 0.9f) * g[i][j];
+            CHECK(same, "optim_clip_inactive_below_c", "the gradients reaching AdamW changed with norm %g < C", before);
+        }
+        free_grads(&M, g);
+        model_free(&M);
+    }
 }
 
 /* replicated (norm) weights are counted by TP rank 0 only: the sum over the TP group counts them once */
@@ -243,13 +288,36 @@ static void test_replicated_once(void) {
     fill_grads(&M, 1.0);
     optim_cfg c = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_clip = 0};
     double all = sumsq_grads(&M, 1), mats = sumsq_grads(&M, 0);
+    float **g = save_grads(&M);
     double n0 = optim_step(&M, &g_world, &c, 0, 1, NULL);
+    restore_grads(&M, g); /* the step zeroed them (dp = 1) */
+    free_grads(&M, g);
     M.mesh.tp_rank = 1;
     double n1 = optim_step(&M, &g_world, &c, 0, 1, NULL);
     M.mesh.tp_rank = 0;
     CHECK(fabs(n0 * n0 - all) <= 1e-9 * all, "optim_norm_tp_rank0_counts_norm_weights", "%g vs %g", n0 * n0, all);
     CHECK(fabs(n1 * n1 - mats) <= 1e-9 * mats && mats < all, "optim_norm_other_tp_ranks_skip_norm_weights",
           "%g vs %g (all %g)", n1 * n1, mats, all);
+    model_free(&M);
+}
+
+/* dp = 1: the fused step zeroes the gradients for the next backward; a backward that follows another
+ * with no step in between must still start from zero: its gradients equal the first ones */
+static void test_backward_twice(void) {
+    model_t M; build(&M, 1, 0);
+    model_init_params(&M, 7);
+    int32_t in[8], tg[8];
+    for (int i = 0; i < 8; i++) { in[i] = (i * 5) % 37; tg[i] = (i * 7 + 3) % 37; }
+    model_forward_backward(&M, in, tg, 1.0f);
+    float **g = save_grads(&M);
+    double s1 = sumsq_grads(&M, 1);
+    model_forward_backward(&M, in, tg, 1.0f);
+    int same = s1 > 0;
+    for (int i = 0; i < M.fsdp.n; i++)
+        same &= !memcmp(g[i], M.fsdp.u[i].g, (size_t)M.fsdp.u[i].shard * sizeof(float));
+    CHECK(same, "optim_backward_twice_starts_from_zero", "the second backward's gradients differ (sumsq %g then %g)",
+          s1, sumsq_grads(&M, 1));
+    free_grads(&M, g);
     model_free(&M);
 }
 
@@ -283,6 +351,7 @@ int main(void) {
     test_bias_correction();
     test_clip_applied();
     test_replicated_once();
+    test_backward_twice();
     test_nonfinite();
     engine_release(&g_E);
     return check_exit();

@@ -1,6 +1,7 @@
 /* core/common/cleanup.c — see cleanup.h. The table is written only outside the handler, and a slot's path is
  * complete before it is marked used, so the handler never reads a half-written path. */
 #include "core/common/cleanup.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,3 +57,44 @@ void cleanup_signals_off(void) {
 }
 
 int cleanup_signal(void) { return (int)g_sig; }
+
+int cleanup_phase_begin(void) {
+    if (g_on) return 0;
+    cleanup_signals_on();
+    return 1;
+}
+
+void cleanup_phase_end(int mine) {
+    if (!mine) return;
+    int sig = (int)g_sig;
+    cleanup_signals_off();
+    g_sig = 0;
+    if (sig) raise(sig);
+}
+
+static int g_hold_depth;
+static sigset_t g_hold_old;
+
+void cleanup_hold(void) {
+    if (g_hold_depth++) return;
+    sigset_t hold;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigprocmask(SIG_BLOCK, &hold, &g_hold_old);
+}
+
+void cleanup_release(void) {
+    if (g_hold_depth <= 0 || --g_hold_depth) return;
+    sigprocmask(SIG_SETMASK, &g_hold_old, NULL); /* a signal held back is delivered here */
+}
+
+int cleanup_rename(const char *tmp, const char *path) {
+    cleanup_hold();
+    int rc, e = 0;
+    if (g_sig) rc = -1, e = EINTR;
+    else if ((rc = rename(tmp, path)) != 0) e = errno;
+    cleanup_release();
+    errno = e;
+    return rc;
+}

@@ -15,6 +15,21 @@ void cleanup_all(void);
 /* SIGINT and SIGTERM remove the registered temp files and are noted, from _on until _off */
 void cleanup_signals_on(void);
 void cleanup_signals_off(void);
+/* A writing phase of a writer that may run with or without a phase around it (record_write_atomic):
+ * begin turns the handling on when it is off and returns 1 then (0 when it was on already); end with
+ * that result turns it off again and raises a signal noted meanwhile once more, so the process ends as
+ * that signal would have ended it, its temp file already removed. */
+int cleanup_phase_begin(void);
+void cleanup_phase_end(int mine);
 /* the signal noted since cleanup_signals_on (0: none) */
 int cleanup_signal(void);
+/* rename(tmp, path) with SIGINT/SIGTERM held back for its duration: when a signal was noted before
+ * (the handler has removed tmp) nothing is renamed and -1 is returned with errno EINTR, so a rename
+ * that fails can never be mistaken for one that did not happen, and whatever was at path stays
+ * there untouched. 0 when renamed; -1 with rename's errno otherwise. */
+int cleanup_rename(const char *tmp, const char *path);
+/* SIGINT/SIGTERM held back from cleanup_hold to the matching cleanup_release (nested calls count), so
+ * that several renames that belong together (a Megatron .bin and .idx) all happen or none does */
+void cleanup_hold(void);
+void cleanup_release(void);
 #endif

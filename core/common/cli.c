@@ -1,5 +1,6 @@
 /* core/common/cli.c — see cli.h. */
 #include "core/common/cli.h"
+#include "core/common/errmsg.h"
 #include "core/formats/config.h"
 #include <stdarg.h>
 #include <string.h>
@@ -10,12 +11,15 @@ void cli_set_program(const char *prog) { g_prog = prog; }
 void cli_set_rank0(int rank0) { g_rank0 = rank0; }
 void cli_say(const char *fmt, ...) {
     if (!g_rank0) return;
+    /* one line whatever the values in it hold: a newline in an option value, a path or a name
+     * becomes '?' (errmsg_one_line), so one error is always one line */
+    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", g_prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    errmsg_one_line(line, sizeof line);
+    fprintf(stderr, "%s: %s\n", g_prog, line);
 }
 
 int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char *err, size_t errlen) {
@@ -57,20 +61,23 @@ int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char
         switch (d->type) {
         case CLI_INT:
             if (parse_int(val, -2147483647LL, 2147483647LL, &v)) {
-                snprintf(err, errlen, "option --%s: '%.80s' is not an integer", name, val);
+                snprintf(err, errlen, "option --%s: '%.80s' is not an integer in [-2147483647, 2147483647]", name, val);
                 return -1;
             }
             *(int *)p = (int)v;
             break;
         case CLI_LL:
             if (parse_int(val, 0, 9223372036854775807LL, &v)) {
-                snprintf(err, errlen, "option --%s: '%.80s' is not a non-negative integer", name, val);
+                snprintf(err, errlen, "option --%s: '%.80s' is not an integer in [0, 9223372036854775807]", name, val);
                 return -1;
             }
             *(long long *)p = v;
             break;
         case CLI_DBL:
-            if (parse_double(val, &x)) { snprintf(err, errlen, "option --%s: '%.80s' is not a number", name, val); return -1; }
+            if (parse_double(val, &x)) {
+                snprintf(err, errlen, "option --%s: '%.80s' is not a number (a finite decimal, e.g. 3e-4)", name, val);
+                return -1;
+            }
             *(double *)p = x;
             break;
         default: /* CLI_STR */

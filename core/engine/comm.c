@@ -6,6 +6,7 @@
  * (comm_rs_algo in comm.h; build/commbench measures both). */
 #include "core/engine/comm.h"
 #include "core/engine/comm_nccl.h"
+#include "core/engine/mem.h"
 #include "kernels/kernels.h"
 #include <mpi.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ static void *host_buf(comm_ctx *c, int k, size_t bytes) {
     if (bytes > c->host_bytes[k]) {
         free(c->host[k]);
         c->host[k] = malloc(bytes);
-        if (!c->host[k]) { fprintf(stderr, "comm: out of host memory for %zu bytes of staging\n", bytes); MPI_Abort(MPI_COMM_WORLD, 1); }
+        if (!c->host[k]) mem_host_failed("comm: staging", bytes);
         c->host_bytes[k] = bytes;
     }
     return c->host[k];
@@ -151,7 +152,7 @@ int comm_mpi_groups(comm_ctx *c, comm_group *tpg, comm_group *dpg, int tp) {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_Comm *t = malloc(sizeof *t), *d = malloc(sizeof *d);
-    if (!t || !d) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
+    if (!t || !d) mem_host_failed("comm: the group tables", 2 * sizeof(MPI_Comm));
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank % tp, t)); /* consecutive ranks */
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank % tp, rank / tp, d)); /* strided ranks */
     mpi_group(c, tpg, t);
@@ -182,9 +183,9 @@ void comm_null_group(comm_group *g, comm_ctx *c, int size, int rank) {
     memset(g, 0, sizeof *g); g->size = size; g->rank = rank; g->ctx = c; g->impl = &impl_null;
 }
 
-int comm_nccl_attach(comm_group *g, char *err, size_t errlen) {
+int comm_nccl_attach(comm_group *g, int critical, char *err, size_t errlen) {
     if (!g->mpi || g->size == 1) return 0;
-    if (comm_nccl_init(g->mpi, g->size, g->rank, &g->nccl, err, errlen)) return -1;
+    if (comm_nccl_init(g->mpi, g->size, g->rank, critical, &g->nccl, err, errlen)) return -1;
     g->impl = &impl_nccl;
     return 0;
 }
@@ -277,7 +278,7 @@ static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n
 }
 static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     MPI_Request *q = malloc(sizeof *q);
-    if (!q) { fprintf(stderr, "comm: out of host memory\n"); exit(1); }
+    if (!q) mem_host_failed("comm: a request", sizeof(MPI_Request));
     const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
     MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), q));
     r->active = 1; r->mpi_req = q;
@@ -400,9 +401,10 @@ static const comm_impl impl_nccl = {"nccl", nccl_all_reduce, nccl_all_gather, nc
                                     nccl_reduce_scatter, nccl_broadcast, nccl_wait};
 
 /* ------------------------------------------------------------------ the calls */
-static void trace(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) {
-    if (g->ctx && g->ctx->trace) g->ctx->trace->collective(g->ctx->trace->ctx, g, k, bytes, ph);
+static void trace_id(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph, int host, uint64_t id) {
+    if (g->ctx && g->ctx->trace) g->ctx->trace->collective(g->ctx->trace->ctx, g, k, bytes, ph, host, id);
 }
+static void trace(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph) { trace_id(g, k, bytes, ph, 0, 0); }
 
 void comm_all_reduce_sum_t(comm_group *g, void *buf, size_t n, dtype_t t) {
     if (n == 0) return;
@@ -419,7 +421,7 @@ void comm_all_reduce_max(comm_group *g, float *buf, size_t n) {
 /* host doubles (loss sums, norms): always MPI on host memory, whatever carries the device data */
 void comm_all_reduce_sum_f64(comm_group *g, double *buf, size_t n) {
     if (n == 0) return;
-    trace(g, COMM_ALL_REDUCE, n * sizeof(double), COMM_BLOCKING);
+    trace_id(g, COMM_ALL_REDUCE, n * sizeof(double), COMM_BLOCKING, 1, 0);
     if (!g->mpi || g->size == 1) return;
     double t0 = comm_now_ms();
     MPI_Request q;
@@ -458,8 +460,11 @@ void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void 
     memset(r, 0, sizeof *r);
     r->g = g; r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * (size_t)t;
     r->t0 = comm_now_ms();
-    trace(g, COMM_ALL_GATHER, r->bytes, COMM_STARTED);
     r->traced = g->ctx && g->ctx->trace;
+    if (r->traced) {
+        r->id = ++g->ctx->trace_next;
+        trace_id(g, COMM_ALL_GATHER, r->bytes, COMM_STARTED, 0, r->id);
+    }
     g->impl->all_gather_start(g, r, recv, send, n, t);
 }
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
@@ -468,6 +473,6 @@ void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float 
 
 void comm_wait(comm_req *r) {
     if (r->active) r->g->impl->wait(r);
-    if (r->traced) trace(r->g, r->kind, r->bytes, COMM_WAITED);
-    r->active = 0; r->traced = 0; r->mpi_req = NULL; r->event = NULL;
+    if (r->traced) trace_id(r->g, r->kind, r->bytes, COMM_WAITED, 0, r->id);
+    r->active = 0; r->traced = 0; r->id = 0; r->mpi_req = NULL; r->event = NULL;
 }

@@ -36,11 +36,15 @@ typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1, COMM_RS_AUTO = 2 } com
 
 struct comm_group;
 /* A collective as the trace sees it: blocking, started (a prefetch) or waited for (its start's
- * completion). bytes is the figure the statistics count for it. */
+ * completion). bytes is the figure the statistics count for it (all-gather and reduce-scatter: the
+ * whole array, as nccl-tests' S). host: the buffer is host memory (the f64 all-reduces: MPI on every
+ * backend). id: 0 for a blocking call; a started collective and its wait carry the same id, distinct
+ * among the starts of one context (a prefetch may be waited for after later starts). */
 typedef enum { COMM_BLOCKING, COMM_STARTED, COMM_WAITED } comm_phase;
 typedef struct comm_trace {
     void *ctx;
-    void (*collective)(void *ctx, const struct comm_group *g, comm_kind kind, size_t bytes, comm_phase phase);
+    void (*collective)(void *ctx, const struct comm_group *g, comm_kind kind, size_t bytes, comm_phase phase, int host,
+                       uint64_t id);
 } comm_trace;
 
 /* What the groups of one engine share (core/engine/engine.h holds it). */
@@ -50,6 +54,7 @@ typedef struct comm_ctx {
     comm_rs_algo rs;
     int poll;                 /* waits sleep-poll (oversubscribed node); -1 until the first MPI group decides */
     const comm_trace *trace;  /* optional: each collective of these groups as it is issued, NULL: none */
+    uint64_t trace_next;      /* the id of the last traced start */
     void *host[2];            /* host staging (not engine memory: it holds no device bytes) */
     size_t host_bytes[2];
 } comm_ctx;
@@ -60,13 +65,14 @@ typedef struct comm_group {
     const comm_impl *impl;    /* chosen when the group is made; comm_nccl_attach may make it NCCL */
     comm_ctx *ctx;            /* may be NULL for a null group (nothing counted or traced) */
     void *mpi;                /* MPI_Comm*; NULL in a null group */
-    void *nccl;               /* ncclComm_t* when the group runs on NCCL, else NULL */
+    void *nccl;               /* its NCCL communicator and stream (comm_nccl.c) on NCCL (CUDA builds), else NULL */
 } comm_group;
 
 typedef struct comm_req {
     comm_group *g;
     int active;               /* the implementation has something to wait for */
     int traced;               /* the start was traced: the wait is too */
+    uint64_t id;              /* the traced start's id (comm_trace), 0 when untraced */
     void *mpi_req, *event;
     comm_kind kind;
     size_t bytes;
@@ -88,9 +94,10 @@ void comm_mpi_world(comm_ctx *c, comm_group *g);
 void comm_set_rs_algo(comm_ctx *c, comm_rs_algo a);
 comm_rs_algo comm_get_rs_algo(const comm_ctx *c);
 /* NCCL (CUDA builds): one communicator per TP group and per DP group, unique ids broadcast over the
- * MPI groups; collectives run on their own stream, ordered against the compute stream with events.
+ * MPI groups; each group's collectives run on a stream of its own (critical: the TP group's, on the
+ * step's critical path, at the highest priority), ordered against the compute stream with events.
  * Returns -1 with a message when NCCL is unavailable in this build or fails to initialise. */
-int comm_nccl_attach(comm_group *g, char *err, size_t errlen);
+int comm_nccl_attach(comm_group *g, int critical, char *err, size_t errlen);
 /* the implementation's name: null, self, mpi, mpi-staged, nccl */
 const char *comm_impl_name(const comm_group *g);
 /* Ranks on this node and this rank's index among them (MPI_COMM_TYPE_SHARED, i.e. by host). */

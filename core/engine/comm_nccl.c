@@ -12,12 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* communicators made here: destroyed at MPI_Finalize, aborted when a call failed */
+/* One communicator per group, each with a stream of its own: one stream per kind of traffic. The
+ * TP group's collectives sit on the step's critical path (their stream has the device's highest
+ * priority); the DP group's carry the FSDP all-gathers (prefetched) and reduce-scatters. So a
+ * prefetched all-gather still in flight never queues a TP collective behind it. Every stream is
+ * ordered against the compute (legacy default) stream by events, in both directions.
+ * Communicators made here: destroyed at MPI_Finalize, aborted when a call failed. */
 #define MAX_COMMS 16
-static ncclComm_t g_comms[MAX_COMMS];
+typedef struct nccl_group {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    cudaEvent_t ready; /* compute stream -> this stream */
+} nccl_group;
+static nccl_group g_groups[MAX_COMMS];
 static int g_ncomms;
 static void abort_all(void) {
-    for (int i = 0; i < g_ncomms; i++) ncclCommAbort(g_comms[i]);
+    for (int i = 0; i < g_ncomms; i++) ncclCommAbort(g_groups[i].comm);
     g_ncomms = 0;
 }
 
@@ -28,11 +38,8 @@ static void abort_all(void) {
     fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
     abort_all(); MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
 
-static cudaStream_t g_stream;
-static cudaEvent_t g_ready;      /* compute stream -> NCCL stream */
-
 /* ---- timing: comm_ms from events, read when the stats are read (after the step's sync) ----
- * A blocking collective counts from its start to its end on the NCCL stream; a started
+ * A blocking collective counts from its start to its end on its group's stream; a started
  * all-gather counts the time the compute stream waits for it (end minus the moment the compute
  * stream reaches comm_nccl_wait, 0 when it was already done) — what the MPI path counts too. */
 typedef struct { cudaEvent_t start, end; int kind; } timing;
@@ -80,15 +87,14 @@ void comm_nccl_collect_ms(double *ms) {
 
 static void shutdown_all(void) {
     if (g_npend) { double ms[COMM_NKIND] = {0}; comm_nccl_collect_ms(ms); }
-    for (int i = 0; i < g_ncomms; i++) NCCL_CHECK(ncclCommDestroy(g_comms[i]));
+    for (int i = 0; i < g_ncomms; i++) {
+        NCCL_CHECK(ncclCommDestroy(g_groups[i].comm));
+        cudaEventDestroy(g_groups[i].ready);
+        cudaStreamDestroy(g_groups[i].stream);
+    }
     g_ncomms = 0;
     for (size_t i = 0; i < g_nspare; i++) cudaEventDestroy(g_spare[i]);
     g_nspare = 0;
-    if (g_stream) {
-        cudaEventDestroy(g_ready);
-        cudaStreamDestroy(g_stream);
-        g_stream = 0;
-    }
 }
 /* MPI deletes the attributes of MPI_COMM_SELF first thing in MPI_Finalize, with MPI still usable:
  * the communicators go before MPI does, whichever way the program ends normally */
@@ -118,7 +124,7 @@ static int world_min(int v) {
     return m;
 }
 
-int comm_nccl_init(void *mpi_comm, int size, int rank, void **out, char *err, size_t errlen) {
+int comm_nccl_init(void *mpi_comm, int size, int rank, int critical, void **out, char *err, size_t errlen) {
     MPI_Comm c = *(MPI_Comm *)mpi_comm;
     /* rank 0 always takes part in the broadcast: with the id, or with why it has none */
     struct { ncclUniqueId id; int ok; char why[120]; } msg;
@@ -148,44 +154,47 @@ int comm_nccl_init(void *mpi_comm, int size, int rank, void **out, char *err, si
         abort_all();
         return -1;
     }
-    g_comms[g_ncomms++] = nc;
-    if (!g_stream) {
-        CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
-        CUDA_CHECK(cudaEventCreateWithFlags(&g_ready, cudaEventDisableTiming));
-    }
-    *out = (void *)nc;
+    nccl_group *g = &g_groups[g_ncomms++];
+    g->comm = nc;
+    int least = 0, greatest = 0; /* "greatest" is the numerically lowest, the highest priority */
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&g->stream, cudaStreamNonBlocking, critical ? greatest : least));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming));
+    *out = (void *)g;
     return 0;
 }
 
-/* order the NCCL stream after everything queued on the compute (legacy default) stream */
-static void enter(void) {
-    CUDA_CHECK(cudaEventRecord(g_ready, 0));
-    CUDA_CHECK(cudaStreamWaitEvent(g_stream, g_ready, 0));
+/* order the group's stream after everything queued on the compute (legacy default) stream */
+static void enter(nccl_group *g) {
+    CUDA_CHECK(cudaEventRecord(g->ready, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ready, 0));
 }
-/* a blocking collective: timed on the NCCL stream, and the compute stream waits for its end */
-#define BLOCKING(kind, call) do { \
-    enter(); \
+/* a blocking collective: timed on its group's stream, and the compute stream waits for its end */
+#define BLOCKING(g, kind, call) do { \
+    enter(g); \
     cudaEvent_t b_ = ev_get(), f_ = ev_get(); \
-    CUDA_CHECK(cudaEventRecord(b_, g_stream)); \
+    CUDA_CHECK(cudaEventRecord(b_, (g)->stream)); \
     NCCL_CHECK(call); \
-    CUDA_CHECK(cudaEventRecord(f_, g_stream)); \
+    CUDA_CHECK(cudaEventRecord(f_, (g)->stream)); \
     CUDA_CHECK(cudaStreamWaitEvent(0, f_, 0)); \
     pend(b_, f_, (kind)); } while (0)
 
 static ncclDataType_t dtype(int esz) { return esz == 2 ? ncclBfloat16 : ncclFloat32; }
 
 void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz) {
-    BLOCKING(COMM_ALL_REDUCE, ncclAllReduce(buf, buf, n, dtype(esz), is_max ? ncclMax : ncclSum, (ncclComm_t)c, g_stream));
+    nccl_group *g = (nccl_group *)c;
+    BLOCKING(g, COMM_ALL_REDUCE, ncclAllReduce(buf, buf, n, dtype(esz), is_max ? ncclMax : ncclSum, g->comm, g->stream));
 }
 typedef struct { cudaEvent_t end; } started;
 void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
-    if (!event) { BLOCKING(COMM_ALL_GATHER, ncclAllGather(send, recv, n, dtype(esz), (ncclComm_t)c, g_stream)); return; }
-    enter();
-    NCCL_CHECK(ncclAllGather(send, recv, n, dtype(esz), (ncclComm_t)c, g_stream));
+    nccl_group *g = (nccl_group *)c;
+    if (!event) { BLOCKING(g, COMM_ALL_GATHER, ncclAllGather(send, recv, n, dtype(esz), g->comm, g->stream)); return; }
+    enter(g);
+    NCCL_CHECK(ncclAllGather(send, recv, n, dtype(esz), g->comm, g->stream));
     started *h = (started *)malloc(sizeof *h);
     if (!h) { fprintf(stderr, "comm_nccl: out of host memory\n"); abort_all(); MPI_Abort(MPI_COMM_WORLD, 1); }
     h->end = ev_get();
-    CUDA_CHECK(cudaEventRecord(h->end, g_stream));
+    CUDA_CHECK(cudaEventRecord(h->end, g->stream));
     *event = h;
 }
 void comm_nccl_wait(void *event) {
@@ -197,15 +206,17 @@ void comm_nccl_wait(void *event) {
     free(h);
 }
 void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz) {
-    BLOCKING(COMM_REDUCE_SCATTER, ncclReduceScatter(send, recv, n, dtype(esz), ncclSum, (ncclComm_t)c, g_stream));
+    nccl_group *g = (nccl_group *)c;
+    BLOCKING(g, COMM_REDUCE_SCATTER, ncclReduceScatter(send, recv, n, dtype(esz), ncclSum, g->comm, g->stream));
 }
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root) {
-    BLOCKING(COMM_BROADCAST, ncclBroadcast(buf, buf, n, ncclFloat32, root, (ncclComm_t)c, g_stream));
+    nccl_group *g = (nccl_group *)c;
+    BLOCKING(g, COMM_BROADCAST, ncclBroadcast(buf, buf, n, ncclFloat32, root, g->comm, g->stream));
 }
 #else
 int comm_nccl_available(void) { return 0; }
-int comm_nccl_init(void *mpi_comm, int size, int rank, void **out, char *err, size_t errlen) {
-    (void)mpi_comm; (void)size; (void)rank; (void)out;
+int comm_nccl_init(void *mpi_comm, int size, int rank, int critical, void **out, char *err, size_t errlen) {
+    (void)mpi_comm; (void)size; (void)rank; (void)critical; (void)out;
     snprintf(err, errlen, "--comm nccl: this build has no CUDA/NCCL (nvcc was not found at build time)");
     return -1;
 }

@@ -1,7 +1,8 @@
 /* core/engine/comm_nccl.h — NCCL collectives for core/engine/comm.c (private to it). Present in CUDA builds; in
- * other builds comm_nccl_available() is 0 and nothing else is called. Streams: every collective is
- * enqueued on one NCCL stream that first waits (event) for the compute stream, and the compute
- * stream waits (event) for it afterwards — no host synchronisation. A started all-gather returns
+ * other builds comm_nccl_available() is 0 and nothing else is called. Streams: one per communicator,
+ * i.e. per kind of traffic (TP; FSDP all-gathers and reduce-scatters), so a prefetched all-gather
+ * never delays a TP collective; a collective first waits (event) for the compute stream, and the
+ * compute stream waits (event) for it afterwards — no host synchronisation. A started all-gather returns
  * its completion event; comm_nccl_wait() makes the compute stream wait on it. Times come from
  * CUDA events, collected by comm_nccl_collect_ms() when the statistics are read. The communicators
  * are destroyed in MPI_Finalize (aborted after a failed call); when rank 0 of a group cannot make
@@ -13,10 +14,11 @@
 extern "C" {
 #endif
 int comm_nccl_available(void);
-/* create a communicator over the MPI communicator *mpi_comm (MPI_Comm*); -1 with message on error.
+/* create a communicator over the MPI communicator *mpi_comm (MPI_Comm*), with a stream of its own
+ * (the device's highest priority when critical: the TP group's); -1 with message on error.
  * Collective over MPI_COMM_WORLD (every rank creates its communicators in the same sequence, as
  * the engine does: TP group, then DP group): a failure on any rank fails it on every rank. */
-int comm_nccl_init(void *mpi_comm, int size, int rank, void **out, char *err, size_t errlen);
+int comm_nccl_init(void *mpi_comm, int size, int rank, int critical, void **out, char *err, size_t errlen);
 /* esz: element bytes, 4 (fp32) or 2 (bf16) */
 void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz);
 void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event);

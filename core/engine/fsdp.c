@@ -14,9 +14,12 @@ void fsdp_add_seg(fsdp_unit *u, const fsdp_seg *s) {
     u->numel += s->rows * s->cols;
 }
 
-/* dp = 1 in fp32: the gathered view is the parameter buffer itself; otherwise a gathered copy
- * (all-gathered over dp, or, for dp = 1 in bf16, the bf16 compute copy) is allocated per use */
-static int aliased(const fsdp_t *f) { return f->dp->size == 1 && f->E->dtype == DTYPE_F32; }
+/* dp = 1: nothing is sharded and the gathered view is persistent: the parameter buffer itself in
+ * fp32 (aliased), a compute copy (bf16) otherwise, which the fused AdamW rewrites from the masters
+ * at every step, so no unit is converted in a step's forward or backward. dp > 1: a gathered copy
+ * is all-gathered per use. */
+static int persistent(const fsdp_t *f) { return f->dp->size == 1; }
+static int aliased(const fsdp_t *f) { return persistent(f) && f->E->dtype == DTYPE_F32; }
 
 void fsdp_alloc_state(fsdp_t *f) {
     int dp = f->dp->size;
@@ -29,16 +32,19 @@ void fsdp_alloc_state(fsdp_t *f) {
         u->g = mem_calloc(&f->E->mem, MEM_GRADS, b);
         u->m = mem_calloc(&f->E->mem, MEM_OPTIMIZER, b);
         u->v = mem_calloc(&f->E->mem, MEM_OPTIMIZER, b);
-        u->full = aliased(f) ? u->p : NULL;
+        size_t copy_b = (size_t)u->padded * dtype_bytes(f->E->dtype);
+        u->full = aliased(f) ? u->p : persistent(f) ? mem_calloc(&f->E->mem, MEM_GATHERED, copy_b) : NULL;
         u->full_g = NULL;
-        u->state = aliased(f) ? 2 : 0;
+        u->state = persistent(f) ? 2 : 0;
+        u->g_zero = 1;
     }
 }
 
 void fsdp_free_state(fsdp_t *f) {
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
-        if (!aliased(f)) fsdp_release(f, i);
+        if (!persistent(f)) fsdp_release(f, i);
+        else if (!aliased(f)) mem_free(&f->E->mem, u->full);
         mem_free(&f->E->mem, u->p); mem_free(&f->E->mem, u->g); mem_free(&f->E->mem, u->m); mem_free(&f->E->mem, u->v);
         u->p = u->g = u->m = u->v = u->full = NULL;
     }
@@ -59,13 +65,14 @@ void fsdp_fill_params(fsdp_t *f, fsdp_fill_fn fill, void *ctx) {
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         float *host = calloc((size_t)u->shard ? (size_t)u->shard : 1, sizeof(float));
-        if (!host) { fprintf(stderr, "fsdp: out of host memory filling %s\n", u->name); exit(1); }
+        if (!host) mem_host_failed("fsdp: filling a unit", (size_t)u->shard * sizeof(float));
         for (int k = 0; k < u->nseg; k++) {
             int64_t first, count;
             if (!owned_range(u, &u->seg[k], r, &first, &count)) continue;
             fill(ctx, &u->seg[k], first, count, host + (u->seg[k].off + first - (int64_t)r * u->shard));
         }
         f->E->ops->from_host(u->p, host, (size_t)u->shard * sizeof(float));
+        if (persistent(f) && !aliased(f)) f->E->ops->to_compute(u->full, u->p, (size_t)u->shard);
         free(host);
     }
 }
@@ -98,7 +105,7 @@ void fsdp_gather_wait(fsdp_t *f, int i) {
 
 void fsdp_release(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
-    if (aliased(f)) return;
+    if (persistent(f)) return;
     if (u->state == 1) comm_wait(&u->req);
     if (u->state != 0) { mem_free(&f->E->mem, u->full); u->full = NULL; u->state = 0; }
 }
@@ -122,8 +129,10 @@ void fsdp_grad_begin(fsdp_t *f, int i) {
     int first = f->micro == 0;
     if (f->dp->size == 1) {
         u->full_g = u->g;
-        if (first) f->E->ops->zero(u->g, (size_t)u->shard * sizeof(float));
-        else drop_replicated(f, u, u->g, 0, u->shard);
+        /* the first micro-batch: the fused AdamW zeroed it, unless a backward ran since without a step */
+        if (first && !u->g_zero) f->E->ops->zero(u->g, (size_t)u->shard * sizeof(float));
+        else if (!first) drop_replicated(f, u, u->g, 0, u->shard);
+        u->g_zero = 0;
         return;
     }
     if (f->reduce_last && !first) { drop_replicated(f, u, u->full_g, 0, u->padded); return; } /* kept since the first */
@@ -144,13 +153,14 @@ void fsdp_grad_end(fsdp_t *f, int i) {
     u->full_g = NULL;
 }
 
-/* one sumsq call over every owned segment: a device backend waits once, not once per segment */
-double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
+/* one sumsq call over every owned segment of the gradients or the master parameters: a device backend
+ * waits once, not once per segment */
+static double owned_sumsq(fsdp_t *f, int count_replicated, int params) {
     int total = 0;
     for (int i = 0; i < f->n; i++) total += f->u[i].nseg;
     const float **x = malloc((size_t)(total ? total : 1) * sizeof *x);
     size_t *n = malloc((size_t)(total ? total : 1) * sizeof *n);
-    if (!x || !n) { fprintf(stderr, "fsdp: out of host memory\n"); exit(1); }
+    if (!x || !n) mem_host_failed("fsdp: the segment list", (size_t)(total ? total : 1) * (sizeof *x + sizeof *n));
     int m = 0;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
@@ -158,7 +168,7 @@ double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
             int64_t first, count;
             if (u->seg[k].replicated && !count_replicated) continue;
             if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
-            x[m] = u->g + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
+            x[m] = (params ? u->p : u->g) + (u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
             n[m++] = (size_t)count;
         }
     }
@@ -167,21 +177,26 @@ double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) {
     return s;
 }
 
-void fsdp_scale_grads(fsdp_t *f, float s) {
-    for (int i = 0; i < f->n; i++) f->E->ops->scale_inplace(f->u[i].g, s, (size_t)f->u[i].shard);
-}
+double fsdp_grad_sumsq(fsdp_t *f, int count_replicated) { return owned_sumsq(f, count_replicated, 0); }
+double fsdp_param_sumsq(fsdp_t *f) { return owned_sumsq(f, 1, 1); }
 
-void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float wd, int t) {
+/* one fused pass per segment (its weight decay): AdamW on g·gscale; at dp = 1 it also writes the
+ * compute copy the next step's layers read and zeroes the gradient for the next backward */
+void fsdp_adamw(fsdp_t *f, float gscale, float lr, float beta1, float beta2, float eps, float wd, int t) {
     float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
+    const int zero_g = f->dp->size == 1;
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
+        char *pc = persistent(f) && !aliased(f) ? (char *)u->full : NULL;
         for (int k = 0; k < u->nseg; k++) {
             int64_t first, count;
             if (!owned_range(u, &u->seg[k], f->dp->rank, &first, &count)) continue;
             size_t o = (size_t)(u->seg[k].off + first - (int64_t)f->dp->rank * u->shard);
-            f->E->ops->adamw(u->p + o, u->g + o, u->m + o, u->v + o, (size_t)count, lr, beta1, beta2, eps,
-                          u->seg[k].decay ? wd : 0.0f, bc1, bc2);
+            f->E->ops->adamw_fused(u->p + o, pc ? pc + o * dtype_bytes(f->E->dtype) : NULL, u->g + o, u->m + o, u->v + o,
+                                (size_t)count, gscale, zero_g, lr, beta1, beta2, eps, u->seg[k].decay ? wd : 0.0f, bc1,
+                                bc2);
         }
+        if (zero_g) u->g_zero = 1;
     }
 }
 

@@ -4,7 +4,8 @@
  * DP rank r owns the contiguous slice [r*shard, (r+1)*shard) and keeps the fp32 master values,
  * gradient and AdamW moments of that slice only. Before use a unit is all-gathered (optionally
  * prefetched with a non-blocking all-gather); after backward its gradient is reduce-scattered into the
- * owned slice. With dp = 1 nothing is sharded: the gathered view is the parameter buffer itself.
+ * owned slice. With dp = 1 nothing is sharded: the gathered view is the parameter buffer itself (fp32)
+ * or a persistent bf16 compute copy, rewritten from the masters by the fused AdamW of each step (bf16).
  * Tensor parallelism is core/tp; this file only knows flat buffers and segments. */
 #ifndef MESHSWEEP_FSDP_H
 #define MESHSWEEP_FSDP_H
@@ -34,10 +35,12 @@ typedef struct fsdp_unit {
     fsdp_seg seg[FSDP_MAX_SEGS];
     int64_t numel, padded, shard;
     float *p, *g, *m, *v;   /* owned slice: master params, grads, AdamW moments [shard] */
-    floatX *full;           /* gathered params [padded] in compute precision while gathered (== p when dp == 1 in fp32) */
+    floatX *full;           /* gathered params [padded] in compute precision while gathered; at dp = 1 always: == p in fp32, the
+                             * persistent compute copy (MEM_GATHERED, written by the fused AdamW) in bf16 */
     float *full_g;          /* unsharded gradient [padded] during backward (== g when dp == 1) */
     comm_req req;
-    int state;              /* 0 released, 1 gathering, 2 gathered */
+    int state;              /* 0 released, 1 gathering, 2 gathered (always at dp = 1) */
+    int g_zero;             /* dp = 1: g is known to be zero (allocation, or the fused AdamW zeroed it) */
 } fsdp_unit;
 
 /* Gradient accumulation (fsdp_accum_begin): a step of nmicro micro-batches sums their gradients.
@@ -87,8 +90,13 @@ void fsdp_grad_end(fsdp_t *f, int i);
 
 /* sum of squared owned gradients; replicated segments only where count_replicated != 0 */
 double fsdp_grad_sumsq(fsdp_t *f, int count_replicated);
-void fsdp_scale_grads(fsdp_t *f, float s);
-void fsdp_adamw(fsdp_t *f, float lr, float beta1, float beta2, float eps, float wd, int t);
+/* sum of squares (in double) of this rank's owned master parameters: not finite exactly when one of
+ * them is not (a float squared stays far inside double's range) */
+double fsdp_param_sumsq(fsdp_t *f);
+/* AdamW with step t on the owned slices, on the gradients times gscale (the clipping coefficient, or
+ * 1): one fused pass (kernels' adamw_fused); at dp = 1 it rewrites the persistent compute copy and
+ * zeroes the gradients for the next backward */
+void fsdp_adamw(fsdp_t *f, float gscale, float lr, float beta1, float beta2, float eps, float wd, int t);
 
 /* Full TP-local unit values on host (all-gather of the owned slices over dp), for --save.
  * host must hold u->padded floats; host_tmp u->shard floats. Host memory: checkpoint I/O is not engine memory. */

@@ -14,11 +14,36 @@ struct mem_live { uintptr_t addr; uint64_t bytes; int cat; };
 typedef struct mem_live live_t;
 #define FAKE_FIRST ((uintptr_t)0x10000)
 
-static void default_oom(const mem_stats *s) {
+void mem_oom_message(const mem_stats *s, char *buf, size_t len) {
     char a[32], u[32], b[32];
     mem_format(a, sizeof a, s->oom_bytes); mem_format(u, sizeof u, s->oom_in_use); mem_format(b, sizeof b, s->budget);
-    fprintf(stderr, "out of memory budget: %s asked %s (%llu bytes) with %s in use, budget %s\n",
-            mem_cat_names[s->oom_cat], a, (unsigned long long)s->oom_bytes, u, b);
+    if (s->alloc_failed == 2)
+        snprintf(buf, len, "out of host memory: %s needed %s (%llu bytes) more", s->oom_what, a, (unsigned long long)s->oom_bytes);
+    else if (s->alloc_failed)
+        snprintf(buf, len, "out of %s memory: %s asked %s (%llu bytes) with %s tracked in use; the %s itself is full "
+                 "(%s%s)", s->oom_where, mem_cat_names[s->oom_cat], a, (unsigned long long)s->oom_bytes, u, s->oom_where,
+                 s->budget ? "the budget is " : "no --mem-budget", s->budget ? b : "");
+    else
+        snprintf(buf, len, "out of memory budget: %s asked %s (%llu bytes) with %s in use, budget %s",
+                 mem_cat_names[s->oom_cat], a, (unsigned long long)s->oom_bytes, u, b);
+}
+
+static void default_oom(const mem_stats *s) {
+    char m[512];
+    mem_oom_message(s, m, sizeof m);
+    fprintf(stderr, "%s\n", m);
+    exit(3);
+}
+
+/* the real arena host bookkeeping failures are told to: the last one given an oom handler */
+static mem_arena *g_host_arena;
+
+_Noreturn void mem_host_failed(const char *what, size_t bytes) {
+    mem_stats st = {0};
+    if (g_host_arena) st = g_host_arena->st;
+    st.alloc_failed = 2; st.oom_what = what; st.oom_where = "host";
+    st.oom_bytes = bytes; st.oom_in_use = st.total_cur;
+    (g_host_arena ? g_host_arena->oom : default_oom)(&st);
     exit(3);
 }
 
@@ -31,7 +56,10 @@ void mem_arena_init(mem_arena *a, const ops_t *ops, int plan, uint64_t budget) {
 }
 
 void mem_set_budget(mem_arena *a, uint64_t budget) { a->st.budget = budget; }
-void mem_set_oom_handler(mem_arena *a, mem_oom_handler h) { a->oom = h ? h : default_oom; }
+void mem_set_oom_handler(mem_arena *a, mem_oom_handler h) {
+    a->oom = h ? h : default_oom;
+    if (!a->plan) g_host_arena = h ? a : (g_host_arena == a ? NULL : g_host_arena);
+}
 
 static size_t slot(const mem_arena *m, uintptr_t a) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull) & (m->cap - 1); }
 
@@ -40,7 +68,7 @@ static void tab_put(mem_arena *m, uintptr_t a, uint64_t bytes, int cat) {
         size_t oc = m->cap; live_t *ot = m->tab;
         m->cap = oc ? oc * 2 : 1024;
         m->tab = calloc(m->cap, sizeof *m->tab);
-        if (!m->tab) { fprintf(stderr, "mem: out of host memory for the allocation table\n"); exit(1); }
+        if (!m->tab) mem_host_failed("the allocation table", m->cap * sizeof *m->tab);
         m->n = 0;
         for (size_t i = 0; i < oc; i++) if (ot[i].addr) tab_put(m, ot[i].addr, ot[i].bytes, ot[i].cat);
         free(ot);
@@ -95,10 +123,10 @@ void *mem_alloc(mem_arena *a, mem_cat c, size_t bytes) {
         if (bytes > MEM_PLAN_CAP || st->total_cur > MEM_PLAN_CAP - bytes) { st->overflow = 1; bytes = 0; }
     } else {
         p = a->ops->dev_alloc(bytes);
-        if (!p) {
-            char a[32]; mem_format(a, sizeof a, bytes);
-            fprintf(stderr, "mem: device allocation of %s for %s failed (the device itself is out of memory)\n",
-                    a, mem_cat_names[c]);
+        if (!p) { /* the device itself (the host, on the CPU backend) is full: not the budget */
+            st->alloc_failed = 1; st->oom_cat = c; st->oom_bytes = bytes; st->oom_in_use = st->total_cur;
+            st->oom_where = strcmp(a->ops->name, "cpu") ? "device" : "host";
+            a->oom(st);
             exit(3);
         }
     }
@@ -114,7 +142,9 @@ void *mem_alloc(mem_arena *a, mem_cat c, size_t bytes) {
 
 void *mem_calloc(mem_arena *a, mem_cat c, size_t bytes) {
     void *p = mem_alloc(a, c, bytes);
-    if (!a->plan) a->ops->zero(p, bytes);
+    /* in plan mode too, through ops_null: it touches nothing but hands the zeroing to the trace hooks
+     * a planner bound (ops_null_bind), which count it as part of the step */
+    (a->plan ? &ops_null : a->ops)->zero(p, bytes);
     return p;
 }
 
@@ -144,6 +174,7 @@ void mem_arena_release(mem_arena *a) {
     a->tab = NULL; a->cap = a->n = 0;
     memset(&a->st, 0, sizeof a->st);
     a->fake_next = FAKE_FIRST;
+    if (g_host_arena == a) g_host_arena = NULL;
 }
 
 void mem_format(char *buf, size_t len, uint64_t bytes) {

@@ -248,7 +248,7 @@ static void layer_forward(model_t *M, int i, layer_acts *a, floatX *x_out) {
     o->rope_forward(a->k, a->k, M->rope, B, T, KVl, hd);
     a->ao = ACT((size_t)Nt * Hl * hd);
     a->lse = ACT32((size_t)B * Hl * T);
-    float *ws = M->opt.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
+    float *ws = M->opt.attention_flash ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
     o->attention_forward(a->ao, a->lse, ws, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws);
     floatX *part = WS((size_t)Nt * d);
@@ -319,7 +319,7 @@ static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) 
     o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
     if (df != dxmid) FREE(df);
     floatX *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
-    float *ws = M->opt.attention_no_ws ? NULL : WS32(attention_ws_floats(T)); /* CUDA: none */
+    float *ws = WS32(M->opt.attention_flash ? attention_flash_ws_floats(B, T, Hl, KVl, hd) : attention_ws_floats(T));
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws); FREE(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);

@@ -27,7 +27,8 @@ typedef struct model_opts {
                                * replays them all) */
     int accum_reduce_last;    /* --accum-reduce last: the unsharded gradient kept over the micro-batches and
                                * reduce-scattered once (core/engine/fsdp.h) */
-    int attention_no_ws;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do) */
+    int attention_flash;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do), the
+                               * backward attention_flash_ws_floats (kernels.h) instead, the forward none */
 } model_opts;
 
 /* what a layer saves for backward: compute precision (the engine's dtype), and fp32 statistics */

@@ -16,12 +16,14 @@ double optim_step(model_t *M, comm_group *world, const optim_cfg *c, int s, int 
     double sq = fsdp_grad_sumsq(&M->fsdp, M->mesh.tp_rank == 0);
     comm_all_reduce_sum_f64(world, &sq, 1);
     double norm = sqrt(sq);
+    float gscale = 1.0f; /* the clipping coefficient, applied inside the fused AdamW */
     if (c->grad_clip > 0) {
         double coef = c->grad_clip / (norm + 1e-6);
-        if (coef < 1.0) fsdp_scale_grads(&M->fsdp, (float)coef);
+        if (coef < 1.0) gscale = (float)coef;
     }
     double lr = optim_lr(c, s, total);
-    fsdp_adamw(&M->fsdp, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, s + 1);
+    fsdp_adamw(&M->fsdp, gscale, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay,
+               s + 1);
     if (lr_out) *lr_out = lr;
     return norm;
 }

@@ -222,6 +222,65 @@ static int json_rope_scaling(const char *file, json_t *root, rope_scaling *r, ch
     return 0;
 }
 
+/* "a string", "a number", ... for messages about a JSON value of the wrong kind */
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Every field of a config.json is one meshsweep knows: one it reads; metadata that cannot change the
+ * mathematics (token ids, the dtype the weights were stored in, HF's own bookkeeping; pretraining_tp
+ * only splits HF's matmuls into slices of the same product); or a field that would change the
+ * model unless it has its neutral value (dropout: 0; a sliding window: none), accepted only with
+ * that value. Anything else is refused rather than ignored: an unknown field may well change the
+ * model (another architecture's options, a quantization config), and ignoring it would train
+ * something other than what the file describes. */
+static int json_known_fields(const char *file, json_t *root, char *err, size_t errlen) {
+    static const char *const read_or_meta[] = {
+        "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "max_position_embeddings", "head_dim", "rms_norm_eps", "rope_theta", "initializer_range",
+        "rope_scaling", "tie_word_embeddings", "model_type", "architectures", "hidden_act", "attention_bias", "mlp_bias",
+        "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype", "transformers_version",
+        "use_cache", "pretraining_tp", "tokenizer_class",
+    };
+    static const char *const zero_only[] = {"attention_dropout", "hidden_dropout", "dropout", "resid_pdrop", "embd_pdrop",
+                                            "attn_pdrop", "mlp_dropout"};
+    static const char *const none_only[] = {"sliding_window", "use_sliding_window"};
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof read_or_meta / sizeof read_or_meta[0] && !known; i++) known = !strcmp(key, read_or_meta[i]);
+        if (known) continue;
+        for (size_t i = 0; i < sizeof zero_only / sizeof zero_only[0] && !known; i++) known = !strcmp(key, zero_only[i]);
+        if (known) {
+            if (json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0)) continue;
+            if (json_is_number(v))
+                errmsg_set(err, errlen, "%s: %s %g is not supported (meshsweep trains without dropout: 0 or remove it)", file,
+                           key, json_number_value(v));
+            else errmsg_set(err, errlen, "%s: %s must be a number (0: meshsweep trains without dropout)", file, key);
+            return -1;
+        }
+        for (size_t i = 0; i < sizeof none_only / sizeof none_only[0] && !known; i++) known = !strcmp(key, none_only[i]);
+        if (known) {
+            if (json_is_null(v) || json_is_false(v)) continue;
+            errmsg_set(err, errlen, "%s: %s is not supported (Llama attends to the whole causal context: null or remove it)",
+                       file, key);
+            return -1;
+        }
+        errmsg_set(err, errlen, "%s: field %.64s is not one meshsweep knows (refused rather than ignored: it could change "
+                   "the model; remove it if it does not)", file, key);
+        return -1;
+    }
+    return 0;
+}
+
 /* fields that would change the mathematics if meshsweep ignored them: refused unless they say Llama */
 static int json_refusals(const char *file, json_t *root, char *err, size_t errlen) {
     json_t *v = json_object_get(root, "hidden_act");
@@ -241,18 +300,26 @@ static int json_refusals(const char *file, json_t *root, char *err, size_t errle
     }
     v = json_object_get(root, "architectures");
     if (v && !json_is_null(v)) {
-        size_t n = json_is_array(v) ? json_array_size(v) : 0;
-        for (size_t i = 0; i < n || n == 0; i++) {
-            json_t *a = n ? json_array_get(v, i) : NULL;
-            if (!a || !json_is_string(a) || strcmp(json_string_value(a), "LlamaForCausalLM") != 0) {
-                errmsg_set(err, errlen, "%s: architectures %.64s is not supported (LlamaForCausalLM)", file,
-                           a && json_is_string(a) ? json_string_value(a) : "must be a list of names");
+        if (!json_is_array(v) || json_array_size(v) == 0) {
+            errmsg_set(err, errlen, "%s: architectures must be a list of names, [\"LlamaForCausalLM\"] (got %s)", file,
+                       json_is_array(v) ? "an empty list" : json_kind(v));
+            return -1;
+        }
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            json_t *a = json_array_get(v, i);
+            if (!json_is_string(a)) {
+                errmsg_set(err, errlen, "%s: architectures must be a list of names, [\"LlamaForCausalLM\"] (entry %zu is %s)",
+                           file, i, json_kind(a));
                 return -1;
             }
-            if (n == 0) break;
+            if (strcmp(json_string_value(a), "LlamaForCausalLM") != 0) {
+                errmsg_set(err, errlen, "%s: architectures %.64s is not supported (LlamaForCausalLM)", file,
+                           json_string_value(a));
+                return -1;
+            }
         }
     }
-    return 0;
+    return json_known_fields(file, root, err, errlen);
 }
 
 static int load_hf_config(model_config *c, const char *path, char *err, size_t errlen) {
@@ -365,6 +432,12 @@ static int resolve(model_config *c, const char *name_or_path, char *err, size_t 
     }
     errmsg_set(err, errlen, "unknown model '%s' (presets: %s; or a path to an HF config.json)", name_or_path, list);
     return -1;
+}
+
+int config_is_preset(const char *name) {
+    for (int i = 0; name && config_presets[i]; i++)
+        if (!strcmp(config_presets[i], name)) return 1;
+    return 0;
 }
 
 int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {

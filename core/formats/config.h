@@ -35,6 +35,8 @@ typedef struct model_config {
 
 /* Resolve a preset name (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or a path to an HF
  * config.json. On error writes one line into err (no trailing newline) and returns -1. */
+/* is name one of config_presets? (else --model is a path to a config.json) */
+int config_is_preset(const char *name);
 int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen);
 /* Check internal consistency (positive sizes, d mod H, H mod KV, even head dim, ...). */
 int config_validate(const model_config *c, char *err, size_t errlen);

@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,20 +147,70 @@ static int open_llmc(data_file *d, const unsigned char *m, size_t bytes, char *e
 }
 
 /* ---- NumPy .npy ---------------------------------------------------------------------------- */
-/* value of key in a Python dict literal (the .npy header): pointer after "'key':" and spaces */
-static const char *npy_value(const char *h, const char *key) {
-    char k1[32], k2[32];
-    snprintf(k1, sizeof k1, "'%s'", key);
-    snprintf(k2, sizeof k2, "\"%s\"", key);
-    const char *p = strstr(h, k1);
-    if (!p) p = strstr(h, k2);
-    if (!p) return NULL;
-    p += strlen(k1);
-    while (*p == ' ') p++;
-    if (*p != ':') return NULL;
-    p++;
-    while (*p == ' ') p++;
-    return p;
+/* The .npy header, parsed strictly: a Python dict literal of exactly the keys 'descr' (a string),
+ * 'fortran_order' (True or False) and 'shape' (a tuple of integers), each once, in any order, with
+ * either quote, an optional trailing comma, then only spaces and the closing newline. Anything else
+ * ('Falsey', a fourth key, text after the brace) is refused: a header read loosely would turn a
+ * damaged file into wrong tokens. -1 with the reason in why. */
+typedef struct npy_header { char descr[16]; int fortran; int ndim; long long shape0; } npy_header;
+static const char *npy_ws(const char *p) { while (*p == ' ') p++; return p; }
+static const char *npy_str(const char *p, char *out, size_t cap) {
+    char q = *p;
+    if (q != '\'' && q != '"') return NULL;
+    const char *e = strchr(p + 1, q);
+    if (!e || (size_t)(e - p - 1) >= cap) return NULL;
+    memcpy(out, p + 1, (size_t)(e - p - 1));
+    out[e - p - 1] = 0;
+    return e + 1;
+}
+static int npy_parse(const char *h, npy_header *o, const char **why) {
+    memset(o, 0, sizeof *o);
+    o->ndim = -1, o->fortran = -1;
+    const char *p = npy_ws(h);
+    if (*p++ != '{') return *why = "is not a dictionary", -1;
+    int seen = 0;
+    for (p = npy_ws(p); *p != '}';) {
+        char key[32];
+        if (!(p = npy_str(p, key, sizeof key))) return *why = "has a key that is not a quoted name", -1;
+        p = npy_ws(p);
+        if (*p++ != ':') return *why = "has a key without ':'", -1;
+        p = npy_ws(p);
+        int k = !strcmp(key, "descr") ? 1 : !strcmp(key, "fortran_order") ? 2 : !strcmp(key, "shape") ? 4 : 0;
+        if (!k) return *why = "has a key other than descr, fortran_order and shape", -1;
+        if (seen & k) return *why = "names a key twice", -1;
+        seen |= k;
+        if (k == 1 && !(p = npy_str(p, o->descr, sizeof o->descr))) return *why = "has a descr that is not a short string", -1;
+        if (k == 2) {
+            if (!strncmp(p, "True", 4)) o->fortran = 1, p += 4;
+            else if (!strncmp(p, "False", 5)) o->fortran = 0, p += 5;
+            else return *why = "has a fortran_order that is not True or False", -1;
+        }
+        if (k == 4) {
+            if (*p++ != '(') return *why = "has a shape that is not a tuple", -1;
+            o->ndim = 0;
+            int comma = 0;
+            for (p = npy_ws(p); *p != ')';) {
+                if (*p < '0' || *p > '9') return *why = "has a shape that is not a tuple of integers", -1;
+                errno = 0;
+                char *e;
+                long long v = strtoll(p, &e, 10);
+                if (errno) return *why = "has a shape entry out of range", -1;
+                if (o->ndim++ == 0) o->shape0 = v;
+                p = npy_ws(e);
+                if (*p == ',') p = npy_ws(p + 1), comma = 1;
+                else if (*p != ')') return *why = "has a shape that is not a tuple of integers", -1;
+            }
+            if (o->ndim == 1 && !comma) return *why = "has a shape that is not a tuple ('(N,)')", -1;
+            p++;
+        }
+        p = npy_ws(p);
+        if (*p == ',') p = npy_ws(p + 1);
+        else if (*p != '}') return *why = "has entries not separated by ','", -1; /* 'Falsey' stops here */
+    }
+    for (p++; *p == ' ' || *p == '\n'; p++) {}
+    if (*p) return *why = "has text after the dictionary", -1;
+    if (seen != 7) return *why = "lacks one of descr, fortran_order and shape", -1;
+    return 0;
 }
 
 static int open_npy(data_file *d, const unsigned char *m, size_t bytes, char *err, size_t errlen) {
@@ -185,15 +237,11 @@ static int open_npy(data_file *d, const unsigned char *m, size_t bytes, char *er
     char h[65537];
     memcpy(h, m + pre, hlen);
     h[hlen] = 0;
-    if (strlen(h) != hlen || h[0] != '{') {
-        errmsg_set(err, errlen, "data: %s: .npy header is not a dictionary", d->path);
+    npy_header nh;
+    const char *why = "";
+    if (strlen(h) != hlen || npy_parse(h, &nh, &why)) {
+        errmsg_set(err, errlen, "data: %s: .npy header %s", d->path, strlen(h) != hlen ? "holds a NUL byte" : why);
         return -1;
-    }
-    const char *v = npy_value(h, "descr");
-    char descr[16] = "";
-    if (v && (*v == '\'' || *v == '"')) {
-        const char *e = strchr(v + 1, *v);
-        if (e && e - v - 1 < (long)sizeof descr) memcpy(descr, v + 1, (size_t)(e - v - 1)), descr[e - v - 1] = 0;
     }
     static const struct { const char *descr; data_dtype t; } types[] = {
         {"<u2", DATA_U16}, {"<u4", DATA_U32}, {"<i4", DATA_I32}, {"<i8", DATA_I64},
@@ -201,36 +249,17 @@ static int open_npy(data_file *d, const unsigned char *m, size_t bytes, char *er
     };
     int ti = -1;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(descr, types[i].descr) == 0) ti = (int)i;
+        if (strcmp(nh.descr, types[i].descr) == 0) ti = (int)i;
     if (ti < 0) {
         errmsg_set(err, errlen, "data: %s: .npy dtype '%s' is not a token type (expected <u2, <u4, <i4 or <i8%s)",
-                   d->path, descr, descr[0] == '>' ? "; big-endian is not read" : "");
+                   d->path, nh.descr, nh.descr[0] == '>' ? "; big-endian is not read" : "");
         return -1;
     }
-    v = npy_value(h, "fortran_order");
-    if (!v || strncmp(v, "False", 5) != 0) {
+    if (nh.fortran) {
         errmsg_set(err, errlen, "data: %s: .npy array must be in C order (fortran_order False)", d->path);
         return -1;
     }
-    v = npy_value(h, "shape");
-    char *end = NULL;
-    long long n = -1;
-    if (v && *v == '(') {
-        const char *q = v + 1;
-        while (*q == ' ') q++;
-        if (*q >= '0' && *q <= '9') {
-            errno = 0;
-            n = strtoll(q, &end, 10);
-            if (errno) n = -1;
-            while (end && *end == ' ') end++;
-            if (!end || *end != ',') n = -1;
-            else {
-                end++;
-                while (*end == ' ') end++;
-                if (*end != ')') n = -1;
-            }
-        }
-    }
+    long long n = nh.ndim == 1 ? nh.shape0 : -1;
     if (n < 0) {
         errmsg_set(err, errlen, "data: %s: .npy array must be one-dimensional, shape (N,)", d->path);
         return -1;
@@ -407,6 +436,97 @@ static int check_ids(const data_file *d, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- files that are almost a known format --------------------------------------------------- */
+/* A damaged header read as headerless uint16 data would train on the header's bytes as tokens: a
+ * file that is not a known format but carries the marks of one is refused, naming the format. An
+ * llm.c header has four marks: the magic, the version (1 or 7), the count (header[2] x 2 or 4 =
+ * the bytes after the 1024-byte header) and 253 zero words after them; a magic a little off (within
+ * 1000, or one byte changed) or two of the other marks say "llm.c". A .npy file is its 6 magic bytes
+ * and a dict starting {'descr' at byte 10 or 12: four of six magic bytes, or the dict, say ".npy".
+ * safetensors (a header length then '{"') and zip/gzip archives (.npz) are not token files either.
+ * Chance hits are negligible for real token data: each test needs 4-8 specific bytes. */
+static int one_byte_off(uint32_t a, uint32_t b) {
+    int diff = 0;
+    for (int k = 0; k < 4; k++) diff += ((a >> (8 * k)) & 0xff) != ((b >> (8 * k)) & 0xff);
+    return diff == 1;
+}
+static const char *near_known_format(const unsigned char *m, size_t n) {
+    if (n >= 12) {
+        int32_t h[3];
+        memcpy(h, m, sizeof h);
+        const int32_t magics[2] = {20240520, 20240801};
+        int near = 0;
+        for (int k = 0; k < 2; k++)
+            near |= (h[0] != magics[k] && h[0] > magics[k] - 1000 && h[0] < magics[k] + 1000) ||
+                    one_byte_off((uint32_t)h[0], (uint32_t)magics[k]);
+        int marks = h[1] == 1 || h[1] == 7;
+        if (n >= LLMC_HEADER_BYTES) {
+            uint64_t body = n - LLMC_HEADER_BYTES;
+            marks += h[2] > 0 && ((uint64_t)h[2] * 2 == body || (uint64_t)h[2] * 4 == body);
+            int zeros = 1;
+            for (size_t i = 12; i < LLMC_HEADER_BYTES && zeros; i++) zeros = m[i] == 0;
+            marks += zeros;
+        }
+        if (near || marks >= 2) return "an llm.c token file with a damaged header (magic 20240520 or 20240801 expected)";
+    }
+    if (n >= 6) {
+        int same = 0;
+        for (int i = 0; i < 6; i++) same += m[i] == (unsigned char)"\x93NUMPY"[i];
+        int dict = (n >= 18 && (!memcmp(m + 10, "{'descr'", 8) || !memcmp(m + 10, "{\"descr\"", 8))) ||
+                   (n >= 20 && (!memcmp(m + 12, "{'descr'", 8) || !memcmp(m + 12, "{\"descr\"", 8)));
+        if (same >= 4 || dict) return "a .npy file with a damaged header (magic \\x93NUMPY expected)";
+    }
+    if (n >= 10 && m[8] == '{' && m[9] == '"') {
+        uint64_t hl;
+        memcpy(&hl, m, 8);
+        if (hl >= 2 && hl <= n - 8) return "a safetensors file (model weights, not tokens)";
+    }
+    if (n >= 4 && !memcmp(m, "PK\x03\x04", 4)) return "a zip archive (an .npz? unpack it to .npy)";
+    if (n >= 2 && m[0] == 0x1f && m[1] == 0x8b) return "a gzip file (unpack it first)";
+    return NULL;
+}
+
+/* ---- reading a mapping whose file may shrink ------------------------------------------------- */
+/* A mapped file that another process truncates raises SIGBUS on the next read of a page past its new
+ * end. Every read of a mapping (opening, the batches, data_read) runs armed: the handler jumps back
+ * to the reader, which reports the file as changed (-1, one line) instead of the process dying with
+ * no word. A SIGBUS that is not ours (not armed) goes to the disposition that was there before (the
+ * handler restores it, and the faulting instruction runs again under it). The handler is installed
+ * again whenever another one (MPI's) replaced it. Single-threaded readers only (the engine's). */
+static sigjmp_buf g_bus_jmp;
+static volatile sig_atomic_t g_bus_armed;
+static struct sigaction g_bus_prev;
+
+static void on_bus(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)si, (void)uc;
+    if (g_bus_armed) {
+        g_bus_armed = 0;
+        siglongjmp(g_bus_jmp, 1);
+    }
+    sigaction(SIGBUS, &g_bus_prev, NULL);
+}
+
+static void bus_handler_on(void) {
+    struct sigaction cur;
+    if (sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_bus) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_bus_prev);
+}
+
+static void bus_fault_msg(const char *path, size_t mapped, char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+        errmsg_set(err, errlen, "data: %s changed while it was read: it is now %lld bytes, %zu when opened (truncated "
+                   "by another process?)", path, (long long)sb.st_size, mapped);
+    else errmsg_set(err, errlen, "data: %s changed while it was read: %s (removed or truncated by another process?)", path,
+                    strerror(errno));
+    errmsg_one_line(err, errlen);
+}
+
 /* ---- open ---------------------------------------------------------------------------------- */
 static int set_path(char *dst, const char *src, const char *suffix, char *err, size_t errlen) {
     if (snprintf(dst, 4096, "%s%s", src, suffix) >= 4096) {
@@ -416,7 +536,7 @@ static int set_path(char *dst, const char *src, const char *suffix, char *err, s
     return 0;
 }
 
-static int open_tokens(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
+__attribute__((noinline)) static int open_tokens(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     d->run = &d->one;
     d->nruns = 1;
@@ -457,6 +577,12 @@ static int open_tokens(data_file *d, const char *path, int vocab_size, int T, ui
         } else if (d->map_bytes >= 6 && memcmp(m, "\x93NUMPY", 6) == 0) {
             if (open_npy(d, m, d->map_bytes, err, errlen)) return -1;
         } else {
+            const char *near = near_known_format(m, d->map_bytes);
+            if (near) {
+                errmsg_set(err, errlen, "data: %s looks like %s: refused rather than read as headerless uint16 tokens",
+                           path, near);
+                return -1;
+            }
             if (d->map_bytes % 2) {
                 errmsg_set(err, errlen, "data: %s has odd length %zu bytes (uint16 tokens expected)", path, d->map_bytes);
                 return -1;
@@ -477,7 +603,15 @@ static int open_tokens(data_file *d, const char *path, int vocab_size, int T, ui
 }
 
 int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen) {
+    bus_handler_on();
+    if (sigsetjmp(g_bus_jmp, 1)) { /* a mapping shrank while its header or ids were read */
+        bus_fault_msg(d->path, d->map_bytes, err, errlen);
+        data_close(d);
+        return -1;
+    }
+    g_bus_armed = 1;
     int rc = open_tokens(d, path, vocab_size, T, seed, err, errlen);
+    g_bus_armed = 0;
     if (rc != 0) {
         data_close(d);
         errmsg_one_line(err, errlen);
@@ -495,6 +629,11 @@ void data_close(data_file *d) {
     d->run = NULL;
     d->nruns = 0;
     d->ntokens = 0;
+}
+
+void data_describe(const data_file *d, char *out, size_t cap) {
+    if (d->synthetic) snprintf(out, cap, "synthetic");
+    else snprintf(out, cap, "%s %s", data_format_names[d->format], data_dtype_names[d->dtype]);
 }
 
 int64_t data_num_sequences(const data_file *d, int T) {
@@ -542,10 +681,42 @@ int64_t data_num_sequences(const data_file *d, int T) {
 
 /* int8 files hold signed ids (negative ones are refused at open): the sign extension is meant */
 static void read_i32(const data_file *d, int64_t first, int64_t n, int32_t *dst) { READ_BODY(int32_t); } // NOLINT(bugprone-signed-char-misuse)
-void data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst) { READ_BODY(int64_t); } // NOLINT(bugprone-signed-char-misuse)
+/* not inlined into the armed readers below: nothing they hold changes between sigsetjmp and a jump */
+__attribute__((noinline)) static void read_i64(const data_file *d, int64_t first, int64_t n, int64_t *dst) { READ_BODY(int64_t); } // NOLINT(bugprone-signed-char-misuse)
 
-void data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs,
-                int32_t *targets) {
+int data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen) {
+    bus_handler_on();
+    if (sigsetjmp(g_bus_jmp, 1)) {
+        bus_fault_msg(d->path, d->map_bytes, err, errlen);
+        memset(dst, 0, (size_t)n * sizeof *dst);
+        return -1;
+    }
+    g_bus_armed = 1;
+    read_i64(d, first, n, dst);
+    g_bus_armed = 0;
+    return 0;
+}
+
+__attribute__((noinline)) static void batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T,
+                                            int32_t *inputs, int32_t *targets);
+int data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs, int32_t *targets,
+               char *err, size_t errlen) {
+    bus_handler_on();
+    if (sigsetjmp(g_bus_jmp, 1)) {
+        bus_fault_msg(d->path, d->map_bytes, err, errlen);
+        /* valid ids (0) everywhere, so a caller that must still run the step's collectives can */
+        memset(inputs, 0, (size_t)b * (size_t)T * sizeof *inputs);
+        memset(targets, 0, (size_t)b * (size_t)T * sizeof *targets);
+        return -1;
+    }
+    g_bus_armed = 1;
+    batch(d, step, G, dp_rank, b, T, inputs, targets);
+    g_bus_armed = 0;
+    return 0;
+}
+
+__attribute__((noinline)) static void batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T,
+                                            int32_t *inputs, int32_t *targets) {
     int64_t N = data_num_sequences(d, T);
     if (N <= 0) return;
     /* (step*G + j) mod N without overflow for any step: reduce each factor first */

@@ -51,9 +51,16 @@ typedef struct data_file {
  * at least T+1 tokens). On error one line in err naming the file, returns -1, nothing left mapped. */
 int data_open(data_file *d, const char *path, int vocab_size, int T, uint64_t seed, char *err, size_t errlen);
 void data_close(data_file *d);
+/* what was detected, for the record and the first progress line: "llmc u16" (format and token type;
+ * "synthetic" for synthetic tokens) */
+void data_describe(const data_file *d, char *out, size_t cap);
 int64_t data_num_sequences(const data_file *d, int T);
-/* tokens [first, first+n) of the stream into dst (first + n <= ntokens; synthetic: any range) */
-void data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst);
-/* Fill inputs/targets [b*T] (int32) of DP rank r for global step `step` with global batch G = dp*b. */
-void data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs, int32_t *targets);
+/* tokens [first, first+n) of the stream into dst (first + n <= ntokens; synthetic: any range). 0, or -1
+ * with one line in err when the file shrank under its mapping since it was opened (another process
+ * truncated it: the read would raise SIGBUS); dst is zeros then. */
+int data_read(const data_file *d, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen);
+/* Fill inputs/targets [b*T] (int32) of DP rank r for global step `step` with global batch G = dp*b.
+ * 0, or -1 as data_read (both buffers zeros then: valid ids, so the step's collectives can still run). */
+int data_batch(const data_file *d, int64_t step, int G, int dp_rank, int b, int T, int32_t *inputs, int32_t *targets,
+               char *err, size_t errlen);
 #endif

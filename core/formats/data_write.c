@@ -3,6 +3,7 @@
  * each through a temp file that is fsynced and renamed into place. Streams the tokens from a source
  * callback in fixed blocks, so converting a file needs no copy of it in memory. */
 #include "core/formats/data_write.h"
+#include "core/common/cleanup.h"
 #include "core/common/errmsg.h"
 
 #include <errno.h>
@@ -49,8 +50,10 @@ static int out_open(out_file *o, const char *stem, const char *ext, char *err, s
     o->fp = fopen(o->tmp, "wb");
     if (!o->fp) {
         errmsg_set(err, errlen, "cannot create %s: %s", o->tmp, strerror(errno));
+        o->tmp[0] = 0;
         return -1;
     }
+    cleanup_add(o->tmp); /* removed at once on SIGINT/SIGTERM where the program handles them */
     return 0;
 }
 
@@ -73,10 +76,12 @@ static int out_close(out_file *o, char *err, size_t errlen) {
 }
 
 static int out_commit(out_file *o, char *err, size_t errlen) {
-    if (rename(o->tmp, o->path) != 0) {
-        errmsg_set(err, errlen, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
+    if (cleanup_rename(o->tmp, o->path) != 0) {
+        errmsg_set(err, errlen, "cannot rename %s to %s: %s", o->tmp, o->path,
+                   errno == EINTR ? "interrupted by a signal" : strerror(errno));
         return -1;
     }
+    cleanup_forget(o->tmp);
     o->tmp[0] = 0;
     return 0;
 }
@@ -84,7 +89,7 @@ static int out_commit(out_file *o, char *err, size_t errlen) {
 static void out_abort(out_file *o) {
     if (o->fp) fclose(o->fp);
     o->fp = NULL;
-    if (o->tmp[0]) unlink(o->tmp);
+    if (o->tmp[0]) unlink(o->tmp), cleanup_forget(o->tmp);
     o->tmp[0] = 0;
 }
 
@@ -95,7 +100,11 @@ static int put_tokens(out_file *o, data_dtype t, data_src_fn src, void *ctx, int
     int eb = data_dtype_bytes(t);
     for (int64_t done = 0; done < n;) {
         int64_t m = n - done < BLOCK ? n - done : BLOCK;
-        src(ctx, done, m, v);
+        if (cleanup_signal()) {
+            errmsg_set(err, errlen, "interrupted by a signal");
+            return -1;
+        }
+        if (src(ctx, done, m, v, err, errlen)) return -1;
         for (int64_t i = 0; i < m; i++) {
             if (!fits(v[i], t)) {
                 errmsg_set(err, errlen, "token %lld at index %lld does not fit %s (choose a wider --dtype)",
@@ -184,10 +193,15 @@ static int write_all(const char *stem, data_format fmt, data_dtype t, data_src_f
         rc = out_open(&idx, stem, ".idx", err, errlen);
         if (rc == 0) rc = megatron_index(&idx, t, n, ends, nseq, err, errlen);
         if (rc == 0) rc = out_close(&idx, err, errlen);
-        if (rc == 0) rc = out_commit(&idx, err, errlen);
+    }
+    /* the pair is renamed with signals held back: both files are new, or (a signal noted before) neither */
+    cleanup_hold();
+    if (rc == 0 && fmt == DATA_MEGATRON) {
+        rc = out_commit(&idx, err, errlen);
         idx_done = rc == 0;
     }
     if (rc == 0) rc = out_commit(&bin, err, errlen);
+    cleanup_release();
     if (rc != 0) {
         out_abort(&bin);
         out_abort(&idx);

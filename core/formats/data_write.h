@@ -6,8 +6,8 @@
 #define MESHSWEEP_DATA_WRITE_H
 #include "core/formats/data.h"
 
-/* tokens [first, first+n) of the source into dst */
-typedef void (*data_src_fn)(void *ctx, int64_t first, int64_t n, int64_t *dst);
+/* tokens [first, first+n) of the source into dst; 0, or -1 with one line in err (the write fails) */
+typedef int (*data_src_fn)(void *ctx, int64_t first, int64_t n, int64_t *dst, char *err, size_t errlen);
 
 /* Is dtype writable in fmt? (nanogpt: u16; llmc: u16, u32; npy: any but u32 is '<u4';
  * megatron: u8, i8, i16, i32, i64, u16 — it has no uint32 code.) */

@@ -546,8 +546,9 @@ int st_writer_finish(st_writer *w, char *err, size_t errlen) {
         errmsg_set(err, errlen, "%s: cannot flush %s: %s", w->path, w->tmp, strerror(e));
         goto out;
     }
-    if (rename(w->tmp, w->path) != 0) {
-        errmsg_set(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
+    if (cleanup_rename(w->tmp, w->path) != 0) { /* never races the signal handler (core/common/cleanup.h) */
+        errmsg_set(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp,
+                   errno == EINTR ? "interrupted by a signal" : strerror(errno));
         goto out;
     }
     cleanup_forget(w->tmp);

@@ -81,16 +81,30 @@ void agree_fail(int code, const char *fmt, ...) {
 int agree_failed(void) { return g_code != 0; }
 const char *agree_last_error(void) { return g_last; }
 
+/* FNV-1a over 64-bit words (and the tail bytes): cheap, and any changed byte changes it */
+static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) { uint64_t w; memcpy(&w, p + i, 8); h = (h ^ w) * 0x100000001b3ull; }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 int agree_check(void) {
     struct { int code; char msg[MSGLEN]; } pick = {0, ""};
     int first = g_code ? g_rank : g_world;
     if (mpi_on() && g_world > 1) {
-        int lowest = first;
-        MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        /* one all-reduce (MIN) of: the lowest failing rank; whether every rank failed; the least and
+         * (negated) the greatest hash of (code, message): all failed alike exactly when they are equal */
+        uint64_t h = fnv(0xcbf29ce484222325ull ^ (uint64_t)g_code, (const unsigned char *)g_msg, strlen(g_msg)) >> 2;
+        int64_t v[4] = {first, g_code != 0, g_code ? (int64_t)h : INT64_MAX, g_code ? -(int64_t)h : INT64_MAX};
+        MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+        int lowest = (int)v[0];
         if (lowest == g_world) { g_code = 0; return 0; }
         if (g_rank == lowest) { pick.code = g_code; memcpy(pick.msg, g_msg, sizeof pick.msg); }
         MPI_Bcast(&pick, (int)sizeof pick, MPI_BYTE, lowest, MPI_COMM_WORLD);
-        snprintf(g_last, sizeof g_last, "rank %d on %s: %s", lowest, agree_host_of(lowest), pick.msg);
+        int alike = v[1] == 1 && v[2] == -v[3];
+        if (alike) snprintf(g_last, sizeof g_last, "%s", pick.msg);
+        else snprintf(g_last, sizeof g_last, "rank %d on %s: %s", lowest, agree_host_of(lowest), pick.msg);
     } else {
         if (!g_code) return 0;
         pick.code = g_code;
@@ -103,15 +117,71 @@ int agree_check(void) {
     return pick.code;
 }
 
-/* ------------------------------------------------------------------ inputs */
-/* FNV-1a over 64-bit words (and the tail bytes): cheap, and any changed byte changes it */
-static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) { uint64_t w; memcpy(&w, p + i, 8); h = (h ^ w) * 0x100000001b3ull; }
-    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
+/* ------------------------------------------------------------------ the configuration */
+/* "LABEL differs between ranks: V on rank 0 (h), rank 1 (h); W on rank 2 (h2)" from the gathered
+ * values (world x AGREE_VALUE_LEN): at most 4 values, 4 ranks each */
+static void fields_msg(char *out, size_t len, const char *label, const char *vals) {
+    size_t used = (size_t)snprintf(out, len, "%s differs between ranks:", label);
+    int nval = 0;
+    for (int r = 0; r < g_world && used < len; r++) {
+        const char *v = vals + (size_t)r * AGREE_VALUE_LEN;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = !strcmp(vals + (size_t)q * AGREE_VALUE_LEN, v);
+        if (seen) continue;
+        if (++nval > 4) { (void)snprintf(out + used, len - used, "; ..."); break; }
+        used += (size_t)snprintf(out + used, len - used, "%s %s on", nval > 1 ? ";" : "", v);
+        int nr = 0;
+        for (int q = r; q < g_world && used < len; q++) {
+            if (strcmp(vals + (size_t)q * AGREE_VALUE_LEN, v)) continue;
+            if (++nr > 4) { used += (size_t)snprintf(out + used, len - used, " ..."); break; }
+            used += (size_t)snprintf(out + used, len - used, "%s rank %d (%s)", nr > 1 ? "," : "", q, agree_host_of(q));
+        }
+    }
 }
 
+int agree_fields(const agree_field *f, int n) {
+    if (!mpi_on() || g_world == 1) return 0;
+    char msg[MSGLEN];
+    int cnt[2] = {n, -n};
+    MPI_Allreduce(MPI_IN_PLACE, cnt, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int first = -1;
+    if (cnt[0] != -cnt[1]) {
+        snprintf(msg, sizeof msg, "the ranks run different builds of %s (%d configuration fields on one rank, %d on "
+                 "another): launch one build everywhere", g_prog, cnt[0], -cnt[1]);
+    } else {
+        /* MIN over [h..., ~h...]: the least hash of each field and the complement of the greatest */
+        uint64_t *h = malloc((size_t)(2 * n + 1) * sizeof *h);
+        int ok = h != NULL, all = ok;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all || !h) { free(h); agree_fail(1, "configuration check: out of host memory"); return agree_check(); }
+        for (int i = 0; i < n; i++) {
+            h[i] = fnv(0xcbf29ce484222325ull, (const unsigned char *)f[i].value, strnlen(f[i].value, AGREE_VALUE_LEN));
+            h[n + i] = ~h[i];
+        }
+        MPI_Allreduce(MPI_IN_PLACE, h, 2 * n, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+        for (int i = 0; i < n && first < 0; i++)
+            if (h[i] != ~h[n + i]) first = i;
+        free(h);
+        if (first < 0) return 0;
+        /* every rank knows which field: gather its values (a fixed size everywhere) */
+        char mine[AGREE_VALUE_LEN];
+        snprintf(mine, sizeof mine, "%s", f[first].value);
+        errmsg_one_line(mine, sizeof mine);
+        char *vals = calloc((size_t)g_world, AGREE_VALUE_LEN);
+        ok = vals != NULL;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all || !vals) { free(vals); agree_fail(1, "configuration check: out of host memory"); return agree_check(); }
+        MPI_Allgather(mine, AGREE_VALUE_LEN, MPI_CHAR, vals, AGREE_VALUE_LEN, MPI_CHAR, MPI_COMM_WORLD);
+        fields_msg(msg, sizeof msg, f[first].label, vals);
+        free(vals);
+    }
+    errmsg_one_line(msg, sizeof msg);
+    snprintf(g_last, sizeof g_last, "%s", msg);
+    if (g_rank == 0) { fprintf(stderr, "%s: %s\n", g_prog, msg); fflush(stderr); }
+    return 2;
+}
+
+/* ------------------------------------------------------------------ inputs */
 /* size and sampled hash of one regular file; kind -1 missing, -2 not a regular file, -3 unreadable */
 static void measure_file(const char *path, int64_t *size, uint64_t *hash) {
     struct stat st;

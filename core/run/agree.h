@@ -5,8 +5,9 @@
  * carries on to the next agreement point (agree_check) instead of exiting. There all ranks learn,
  * with one small all-reduce of a status word, whether any rank failed; if one did, rank 0 prints the
  * error of the lowest failing rank as one line, `PROG: rank R on HOST: message` (`PROG: message` on a
- * 1-rank run), and agree_check returns that rank's exit code on every rank, so every rank exits with
- * the same code and none is left waiting in a collective.
+ * 1-rank run, and when every rank failed with the same code and message: the rank says nothing then),
+ * and agree_check returns that rank's exit code on every rank, so every rank exits with the same code
+ * and none is left waiting in a collective.
  *
  * The map: agree_init gathers every rank's host name and CPU affinity once, for the run record
  * (env.ranks_by_host, env.cores_by_host) and for the check that a TP group stays on one host.
@@ -52,6 +53,18 @@ typedef struct agree_input { const char *label, *path; } agree_input;
  * prefix); when a file differs between ranks, rank 0 prints one line naming the file and the hosts
  * that differ and every rank returns 2. 0 when all agree. */
 int agree_inputs(const agree_input *in, int n);
+
+/* One field of the configuration every rank must share: label as the user knows it ("--steps",
+ * "--model"), value as text (numbers printed exactly, "%.17g"); a value longer than the buffer is
+ * compared by its first AGREE_VALUE_LEN-1 bytes. */
+enum { AGREE_VALUE_LEN = 96 };
+typedef struct agree_field { const char *label; char value[AGREE_VALUE_LEN]; } agree_field;
+/* Collective: compares the fields across ranks, in order, with collectives whose sizes no rank's
+ * data can change (so ranks that disagree cannot hang it): the field count (a different count means
+ * different builds of the program), one hash per field, then the values of the first field that
+ * differs. When one differs, rank 0 prints one line, `PROG: LABEL differs between ranks: VALUE on
+ * rank R (HOST), ...; VALUE on rank Q (HOST)`, and every rank returns 2. 0 when all agree. */
+int agree_fields(const agree_field *f, int n);
 
 /* {"hostA": [0,1,2,3], "hostB": [4,5,6,7]} in order of first rank */
 json_t *agree_ranks_by_host(void);

@@ -3,6 +3,7 @@
 #include "core/run/checkpoint.h"
 #include "core/run/agree.h"
 #include "core/common/cleanup.h"
+#include <math.h>
 #include <mpi.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { st_file *f; int failed; char err[512]; } st_ctx;
+typedef struct { st_file *f; int failed; char err[1024]; } st_ctx;
 static void fill_st(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, float *dst) {
     st_ctx *c = ctx;
     if (c->failed) return;
@@ -23,6 +24,16 @@ static void fill_st(void *ctx, const fsdp_seg *s, int64_t first, int64_t count, 
         if (r >= s->valid_rows) memset(dst + (e - first), 0, (size_t)run * sizeof(float));
         else if (st_read_f32(c->f, t, (s->row0 + r) * s->full_cols + s->col0 + col, run, dst + (e - first), c->err, sizeof c->err)) {
             c->failed = 1; return;
+        } else {
+            /* a NaN or infinity is not a starting point: bad input, named, not a divergence at step 1 */
+            const float *v = dst + (e - first);
+            for (int64_t i = 0; i < run; i++)
+                if (!isfinite(v[i])) {
+                    int64_t at = (s->row0 + r) * s->full_cols + s->col0 + col + i;
+                    snprintf(c->err, sizeof c->err, "%.500s: tensor %s element %lld is %s (an initial value must be finite)",
+                             c->f->path, s->name, (long long)at, isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
+                    c->failed = 1; return;
+                }
         }
         e += run;
     }
@@ -67,6 +78,19 @@ int checkpoint_load(model_t *M, st_file *f, char *err, size_t errlen) {
     if (!c.failed) return -2;
     snprintf(err, errlen, "%s", c.err);
     return -1;
+}
+
+/* A write error that a signal caused (the handler removed the temp file; an interrupted write) is the
+ * signal's: the signal is what is reported, with its exit code 128 + signal. */
+static void note_error(const char *err) {
+    if (!cleanup_signal()) agree_fail(1, "save: %s", err);
+}
+static void note_signal(const char *path, int written) {
+    int sig = cleanup_signal();
+    if (!sig) return;
+    const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (written) agree_fail(128 + sig, "interrupted by %s after --save had written %s (complete)", name, path);
+    else agree_fail(128 + sig, "interrupted by %s during --save: %s not written (a file already there is kept)", name, path);
 }
 
 int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, size_t errlen) {
@@ -126,8 +150,7 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
         seg_all = malloc(n * tpg->size * sizeof(float));
         full = rank0 ? malloc((size_t)(s->full_rows * s->full_cols) * sizeof(float)) : NULL;
         if (!seg_all || (rank0 && !full)) agree_fail(1, "save: out of host memory");
-        if (cleanup_signal()) agree_fail(128 + cleanup_signal(), "interrupted by %s during --save: %s not written",
-                                         cleanup_signal() == SIGINT ? "SIGINT" : "SIGTERM", path);
+        note_signal(path, 0);
         if ((rc = agree_check())) break; /* the previous tensor's write, this one's buffers, a signal */
         if (!unit || !tmp || !seg_all || (rank0 && !full)) { rc = 1; break; } /* agreed above; states it for the analyser */
         if (new_unit) fsdp_unit_to_host(&M->fsdp, ui, unit, tmp);
@@ -145,19 +168,21 @@ int checkpoint_save(model_t *M, comm_group *tpg, const char *path, char *err, si
             }
             if (s->split == SPLIT_NONE) break;
         }
-        if (st_writer_put(w, full, s->full_rows * s->full_cols, err, errlen)) agree_fail(1, "save: %s", err);
+        if (st_writer_put(w, full, s->full_rows * s->full_cols, err, errlen)) note_error(err);
     }
     free(unit); free(tmp); free(seg_all); free(full);
     if (rc == 0) {
-        if (rank0) {
+        int written = 0;
+        if (rank0 && !cleanup_signal()) {
+            /* the rename cannot race the handler (cleanup_rename): either the file at path is complete and
+             * new, or nothing was renamed and whatever was there before is still there */
             int fr = st_writer_finish(w, err, errlen); /* frees w in every case */
             w = NULL;
-            if (fr) agree_fail(1, "save: %s", err);
+            if (fr) note_error(err);
+            written = fr == 0;
         }
-        if (cleanup_signal()) agree_fail(128 + cleanup_signal(), "interrupted by %s during --save: %s not written",
-                                         cleanup_signal() == SIGINT ? "SIGINT" : "SIGTERM", path);
+        note_signal(path, written);
         rc = agree_check();
-        if (rc && rank0 && cleanup_signal()) unlink(path); /* finished just as the signal came: not kept */
     }
     if (w) st_writer_abort(w);
     if (rc) { cleanup_all(); snprintf(err, errlen, "%s", agree_last_error()); }

@@ -9,6 +9,11 @@ double metrics_flops_per_token(const model_config *c, int T) {
     return 6.0 * (N - Ne) + 12.0 * c->num_hidden_layers * (double)c->hidden_size * T;
 }
 
+double metrics_flops_per_token_causal(const model_config *c, int T) {
+    double N = (double)config_num_params(c), Ne = (double)config_num_embedding_params(c);
+    return 6.0 * (N - Ne) + 6.0 * c->num_hidden_layers * (double)c->hidden_size * T;
+}
+
 double metrics_mfu(double fpt, double tok_s_per_rank, double peak) { return peak > 0 ? fpt * tok_s_per_rank / peak : 0; }
 
 double metrics_busbw_factor(int kind, int n) {

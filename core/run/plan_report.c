@@ -3,9 +3,11 @@
 #include "core/run/plan_report.h"
 #include "core/common/cli.h"
 #include "core/run/record.h"
+#include "core/cost/predict.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define say cli_say
 
@@ -68,7 +70,10 @@ int plan_report(const plan_req *q) {
     int B = mo.B, G;
     mesh_t m;
     if (mesh_init(&m, W, 0, q->tp, err, sizeof err)) { say("%s", err); return 2; }
-    int gper = 0; /* --global-batch with max: sequences gper DP rank the micro-batch must divide */
+    int gper = 0; /* --global-batch with max: sequences per DP rank the micro-batch must divide */
+    mem_stats at1; /* nothing fits: what batch 1 needs, for the record as for the line */
+    int none_fits = 0;
+    memset(&at1, 0, sizeof at1);
     if (q->max_batch) {
         if (!q->budget) { say("--batch-size max needs --mem-budget"); return 2; }
         if (q->global_batch && mo.grad_accum > 0) { say("--batch-size max takes --global-batch or --grad-accum, not both"); return 2; }
@@ -86,13 +91,14 @@ int plan_report(const plan_req *q) {
         if (b == 0) {
             mem_stats s; int w;
             if (plan_world(q->E, q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
+            at1 = s, none_fits = 1;
             char need[32], have[32], st[32];
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
             mem_format(st, sizeof st, s.peak[MEM_PARAMS] + s.peak[MEM_GRADS] + s.peak[MEM_OPTIMIZER]);
-            if (gper) say("no micro-batch dividing %d fits --mem-budget %s on mesh %dx%d: batch 1 needs %s gper rank (model state alone %s)",
+            if (gper) say("no micro-batch dividing %d fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
                          gper, have, m.dp, m.tp, need, st);
-            else say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s gper rank (model state alone %s)",
+            else say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
                      have, m.dp, m.tp, need, st);
             B = 0;
         }
@@ -156,6 +162,18 @@ int plan_report(const plan_req *q) {
     }
     if (q->max_batch && gper) printf("# max micro-batch per DP rank dividing %d: %d x %d micro-batches (global %d)\n", gper, B, N, G);
     else if (q->max_batch) printf("# max batch per DP rank: %d (global %d)\n", B, G);
+    json_t *time = NULL;
+    if (q->machine && B > 0) {
+        cost_req cr = {.cfg = q->cfg, .world = W, .tp = q->tp, .mo = mo, .dtype = q->E->dtype,
+                       .ranks_per_host = q->ranks_per_host, .m = q->machine};
+        cost_prediction cp;
+        /* a machine that cannot price this step (no model of a collective kind) leaves the plan a plan */
+        if (cost_predict(&cr, &cp, err, sizeof err)) printf("# no predicted step (machine %s): %s\n", q->machine->name, err);
+        else {
+            cost_prediction_print(stdout, &cp, q->machine, q->machine_from);
+            time = cost_prediction_json(&cp, q->machine, q->machine_from);
+        }
+    }
     if (q->out) {
         json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:b, s:I, s:i, s:o, s:o, s:s}",
                               "schema", "meshsweep.plan/1", "world", W, "dp", m.dp, "tp", m.tp, "batch_size", B,
@@ -167,11 +185,18 @@ int plan_report(const plan_req *q) {
         json_object_set_new(j, "micro_batch", json_integer(B));
         json_object_set_new(j, "grad_accum", json_integer(N));
         json_object_set_new(j, "accum_reduce", json_string(mo.accum_reduce_last ? "last" : "each"));
+        json_object_set_new(j, "time", time ? time : json_null());
+        time = NULL;
+        /* batch 0: not even one sequence fits; say what one needs (peak, by category), not zeros */
+        json_object_set_new(j, "batch_1_needs", none_fits ? json_pack("{s:I, s:o}", "peak", (json_int_t)at1.total_peak,
+                                                                      "by_category", record_categories(at1.peak))
+                                                          : json_null());
         if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);
     } else {
         json_decref(ranks);
     }
+    json_decref(time);
     if (q->budget && !fitsb) {
         if (!q->max_batch) {
             char a[32], u[32], b[32];

@@ -6,7 +6,7 @@
 
 /* The --plan report of build/train: one table row per rank (MiB per category and peak) and the most
  * loaded rank on stdout, the record (schema meshsweep.plan/1) at out if set; with max_batch the largest
- * batch that fits the budget first. Messages go through cli_say. Returns the exit code: 0 fits,
+ * batch that fits the budget first; with a machine the predicted step (its "time" object). Messages go through cli_say. Returns the exit code: 0 fits,
  * 1 record not written, 2 bad configuration, 3 does not fit the budget. */
 typedef struct plan_req {
     const model_config *cfg;
@@ -18,6 +18,9 @@ typedef struct plan_req {
     uint64_t budget;      /* bytes per rank, 0: none */
     const engine_t *E;    /* the engine planned for: its compute precision is planned, printed and recorded */
     const char *out;      /* JSON record path or NULL */
+    const struct cost_machine *machine;  /* predict the step on it (core/cost/predict.h); NULL: memory only */
+    const char *machine_from;            /* where the machine comes from: calibrated, shipped, file */
+    int ranks_per_host;                  /* --gpus-per-host; 0: the machine's default */
 } plan_req;
 int plan_report(const plan_req *q);
 

@@ -18,9 +18,17 @@ void record_peaks(json_t *obj, uint64_t peak, const uint64_t by_category[MEM_NCA
 json_t *record_comm(const comm_stats *s);
 /* can path be created? (its folder exists and is writable) -1 with a message if not */
 int record_check_writable(const char *path, char *err, size_t errlen);
+/* Are a and b one file? The same path as given, or the same file (device and inode: a hard or
+ * symbolic link, another spelling). An output that is an input would destroy what is read. */
+int record_same_file(const char *a, const char *b);
 /* The rank-to-host map of the record's env (core/run/agree.h gathered it): ranks_by_host {host: [ranks]},
  * cores_by_host {host: cores available to the job there}, tp_spans_hosts (bool) */
 void record_env_hosts(json_t *env, int tp);
+/* Collective (every rank, after MPI_Init; a world of one without MPI): the BLAS library and the kernels
+ * it chose on each host, {host: {"library", "core", "coretype_env"}} (the first rank of each host), and
+ * *differ = 1 when any two ranks have another library or core (their losses then agree to rounding,
+ * not bit for bit). */
+json_t *record_gather_blas(int *differ);
 /* How the job was launched, into the record's env (rank 0's view): slurm {job_id, step_id,
  * job_nodelist, step_nodelist, cluster, partition, restart_count} from SLURM_* (null outside Slurm;
  * a field the scheduler did not set is null), local_rank_from (the source of the local rank, i.e. of

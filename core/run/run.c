@@ -1,10 +1,11 @@
-/* core/run/run.c — one training run of one mesh and the --plan entry; see run.h. In order: the run
- * state, the record (config, summary, memory, comm, env), measurements over ranks, the configuration
- * checks, then the run itself in the order it happens: MPI and mesh, inputs, communicators and (CUDA)
- * the device measured for --mem-budget auto, the budget gate, the
- * engine, the step loop, the end (record, --save). The option table and --help are bench/train.c. */
+/* core/run/run.c — one training run of one mesh and the --plan entry; see run.h. In order: measurements
+ * over ranks, the configuration checks, then the run itself in the order it happens: MPI and mesh,
+ * inputs, communicators and (CUDA) the device measured for --mem-budget auto, the budget gate, the
+ * engine, the step loop, the end (record, --save). The state is core/run/run_state.h, the record
+ * core/run/run_record.c; the option table and --help are bench/train.c. */
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/run/agree.h"
-#include "core/run/checkpoint.h"
 #include "core/common/cleanup.h"
 #include "core/common/cli.h"
 #include "core/engine/comm.h"
@@ -24,18 +23,16 @@
 #include "core/engine/gpus.h"
 #include "core/engine/mem.h"
 #include "core/engine/mesh.h"
+#include "core/common/errmsg.h"
+#include "core/run/agree.h"
+#include "core/run/checkpoint.h"
 #include "core/run/metrics.h"
-#include "core/engine/model.h"
-#include "core/engine/optim.h"
 #include "core/run/plan_report.h"
+#include "core/run/run_predict.h"
 #include "core/run/record.h"
-#include "core/run/run.h"
+#include "core/run/run_state.h"
 #include "core/formats/safetensors.h"
 #include "kernels/kernels.h"
-
-#ifndef MESHSWEEP_GIT
-#define MESHSWEEP_GIT "unknown"
-#endif
 
 static int g_rank0 = 1;
 static int g_mpi = 0;
@@ -55,40 +52,6 @@ void run_cfg_defaults(run_cfg *c) {
                    .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                    .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
 }
-
-/* ------------------------------------------------------------------ run state */
-typedef struct run {
-    run_cfg o;
-    model_config cfg;
-    mesh_t mesh;
-    uint64_t budget;
-    int B, T, G, max_batch;      /* micro-batch per DP rank, sequence length, global batch dp*B*N, --batch-size max */
-    int N;                       /* micro-batches per optimizer step (--grad-accum, or from --global-batch) */
-    model_opts mo;
-    json_t *steps, *evals;
-    double *step_ms;
-    int nsteps_done;
-    double flops_per_token, peak_flops;
-    mem_stats planned;
-    int have_plan;
-    const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
-    int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
-    gpus_budget gb;              /* --mem-budget / --mem-reserve / --gpu, resolved */
-    gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
-    int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
-    json_t *hosts;               /* distinct host names of the ranks */
-    const char *local_rank_from; /* where this rank's local rank (its GPU) came from (gpus_local_rank) */
-    /* the engine of a run */
-    int rank, world, use_nccl, have_eval;
-    data_file train, val;
-    st_file stf;
-    comm_group tpg, dpg, wg;
-    engine_t E;                  /* the live engine: device, op table, compute precision, arena, groups' context */
-    model_t M;
-    optim_cfg oc;
-    int32_t *in, *tg;            /* one batch of tokens and targets [B*T] */
-    char save_error[4096];       /* why --save failed (the record's error) */
-} run_t;
 
 /* distinct host names over the world (collective) */
 static json_t *gather_hosts(int world) {
@@ -115,136 +78,6 @@ int run_env_rank0(void) {
     if (!r) r = getenv("PMIX_RANK");
     return !r || !strcmp(r, "0");
 }
-
-static json_t *config_json(const run_t *R) {
-    const model_config *c = &R->cfg;
-    const run_cfg *o = &R->o;
-    json_t *m = config_to_json(c); /* HF names, rope_scaling included */
-    json_t *j = json_object();
-    json_object_set_new(j, "model", m);
-    json_object_set_new(j, "seq_len", json_integer(R->T));
-    json_object_set_new(j, "steps", json_integer(o->steps));
-    json_object_set_new(j, "lr", json_real(o->lr));
-    json_object_set_new(j, "weight_decay", json_real(o->weight_decay));
-    json_object_set_new(j, "beta1", json_real(o->beta1));
-    json_object_set_new(j, "beta2", json_real(o->beta2));
-    json_object_set_new(j, "adam_eps", json_real(o->adam_eps));
-    json_object_set_new(j, "grad_clip", json_real(o->grad_clip));
-    json_object_set_new(j, "schedule", json_string(o->schedule));
-    json_object_set_new(j, "warmup", json_integer(o->warmup));
-    json_object_set_new(j, "min_lr_ratio", json_real(o->min_lr_ratio));
-    json_object_set_new(j, "seed", json_integer(o->seed));
-    json_object_set_new(j, "data", json_string(o->data));
-    json_object_set_new(j, "eval_data", o->eval_data ? json_string(o->eval_data) : json_null());
-    json_object_set_new(j, "eval_every", json_integer(o->eval_every));
-    json_object_set_new(j, "eval_batches", json_integer(o->eval_batches));
-    json_object_set_new(j, "init", o->init ? json_string(o->init) : json_null());
-    json_object_set_new(j, "sequence_parallel", json_boolean(R->mo.sequence_parallel && R->mesh.tp > 1));
-    json_object_set_new(j, "sp_activations", json_string(R->mo.sp_local ? "local" : "gathered"));
-    json_object_set_new(j, "prefetch", json_boolean(o->prefetch));
-    json_object_set_new(j, "checkpoint_activations", json_string(o->ckpt));
-    json_object_set_new(j, "grad_accum", json_integer(R->N));
-    json_object_set_new(j, "accum_reduce", json_string(o->accum_reduce));
-    json_object_set_new(j, "backend", json_string(o->backend));
-    json_object_set_new(j, "comm", json_string(R->comm_name ? R->comm_name : o->comm));
-    json_object_set_new(j, "dtype", json_string(o->dtype));
-    json_object_set_new(j, "mem_budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
-    json_object_set_new(j, "mem_budget_auto", json_boolean(R->gb.is_auto));
-    json_object_set_new(j, "mem_reserve", R->gb.is_auto || R->gb.gpu ? json_integer((json_int_t)R->gb.reserve) : json_null());
-    json_object_set_new(j, "gpu", R->gb.gpu ? json_string(R->gb.gpu->name) : json_null());
-    json_object_set_new(j, "warmup_steps_excluded", json_integer(o->excluded));
-    return j;
-}
-
-static json_t *plan_json(const mem_stats *s) {
-    json_t *p = json_object();
-    record_peaks(p, s->total_peak, s->peak, s->at_peak);
-    return p;
-}
-
-/* the run record; on rank 0 only. mem: max over ranks (per category and total) */
-/* returns -1 when the record could not be written (rank 0) */
-static int write_record(run_t *R, const char *status, const char *error, const uint64_t *peaks, uint64_t total_peak,
-                        const uint64_t *at_peak, int quiet) {
-    if (!g_rank0 || !R->o.out) return 0;
-    json_t *j = json_object();
-    json_object_set_new(j, "schema", json_string("meshsweep.run/1"));
-    json_object_set_new(j, "status", json_string(status));
-    if (error) json_object_set_new(j, "error", json_string(error));
-    json_object_set_new(j, "config", config_json(R));
-    json_object_set_new(j, "mesh", json_pack("{s:i, s:i, s:i}", "world", R->mesh.world, "dp", R->mesh.dp, "tp", R->mesh.tp));
-    json_object_set_new(j, "batch_size", json_integer(R->B));
-    json_object_set_new(j, "micro_batch", json_integer(R->B));
-    json_object_set_new(j, "grad_accum", json_integer(R->N));
-    json_object_set_new(j, "global_batch", json_integer(R->G));
-    json_object_set_new(j, "steps", R->steps ? json_incref(R->steps) : json_array());
-    json_object_set_new(j, "eval", R->evals ? json_incref(R->evals) : json_array());
-    /* summary (design 7) */
-    int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
-    double med = n > 0 ? metrics_median(R->step_ms + first, n - first) : 0;
-    double tokens = (double)R->G * R->T;
-    double tok_s = med > 0 ? tokens / (med / 1e3) : 0, tok_s_rank = tok_s / R->mesh.world;
-    json_t *last_loss = json_null(), *last_eval = json_null();
-    if (R->steps && json_array_size(R->steps))
-        last_loss = json_incref(json_object_get(json_array_get(R->steps, json_array_size(R->steps) - 1), "loss"));
-    if (R->evals && json_array_size(R->evals))
-        last_eval = json_incref(json_object_get(json_array_get(R->evals, json_array_size(R->evals) - 1), "loss"));
-    json_t *sum = json_object();
-    json_object_set_new(sum, "steps_done", json_integer(n));
-    json_object_set_new(sum, "step_ms_median", json_real(med));
-    json_object_set_new(sum, "tokens_per_step", json_integer((json_int_t)tokens));
-    json_object_set_new(sum, "tok_s", json_real(tok_s));
-    json_object_set_new(sum, "tok_s_per_rank", json_real(tok_s_rank));
-    json_object_set_new(sum, "flops_per_token", json_real(R->flops_per_token));
-    json_object_set_new(sum, "peak_tflops", json_real(R->peak_flops / 1e12));
-    double mfu = metrics_mfu(R->flops_per_token, tok_s_rank, R->peak_flops);
-    json_object_set_new(sum, "mfu", json_real(mfu));
-    /* against the compute the ranks had: peak x min(1, cores/ranks) on each host (core/run/record.h) */
-    json_object_set_new(sum, "mfu_share", json_real(g_mpi ? record_mfu_share(mfu, R->mesh.world) : mfu));
-    json_object_set_new(sum, "final_loss", last_loss);
-    json_object_set_new(sum, "final_eval_loss", last_eval);
-    json_object_set_new(j, "summary", sum);
-    json_t *mem = json_object();
-    json_object_set_new(mem, "budget", R->budget ? json_integer((json_int_t)R->budget) : json_null());
-    uint64_t zero[MEM_NCAT] = {0};
-    record_peaks(mem, total_peak, peaks ? peaks : zero, at_peak ? at_peak : zero);
-    json_object_set_new(mem, "planned", R->have_plan ? plan_json(&R->planned) : json_null());
-    /* CUDA: what the device reports in use (context, cuBLAS workspace, NCCL buffers included) next to
-     * the tracked bytes still allocated at that moment */
-    json_t *dev = json_null();
-    if (R->dev_total || R->dev.total) {
-        /* the set-up figures (after context, cuBLAS and NCCL, before the engine's first byte) and the end */
-        dev = json_pack("{s:I, s:I, s:I, s:I, s:b}", "total", (json_int_t)(R->dev.total ? R->dev.total : (uint64_t)R->dev_total),
-                        "free_after_setup", (json_int_t)R->dev.free_after_setup,
-                        "runtime_overhead", (json_int_t)R->dev.runtime_overhead, "reserve", (json_int_t)R->gb.reserve,
-                        "budget_auto", R->gb.is_auto);
-        if (R->dev_total) {
-            json_object_set_new(dev, "used_at_end", json_integer((json_int_t)R->dev_used));
-            json_object_set_new(dev, "untracked_at_end", json_integer((json_int_t)(R->dev_used - (int64_t)mem_get_stats(&R->E.mem)->total_cur)));
-        }
-    }
-    json_object_set_new(mem, "device", dev);
-    /* the high-water mark of the pool behind the tracked allocations: the tracked peak plus what the
-     * pool keeps for reuse (block rounding, fragmentation) */
-    json_object_set_new(mem, "device_pool_reserved", R->dev_total ? json_integer((json_int_t)R->pool_reserved) : json_null());
-    json_object_set_new(j, "memory", mem);
-    json_object_set_new(j, "comm", record_comm(comm_get_stats(&R->E.comm)));
-    char date[64]; time_t now = time(NULL); strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char mpiver[MPI_MAX_LIBRARY_VERSION_STRING] = "n/a"; int ml = 0;
-    if (g_mpi) { MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
-    json_object_set_new(j, "env", json_pack("{s:O, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "hosts", R->hosts ? R->hosts : json_null(),
-                                            "ranks", R->mesh.world, "backend", R->o.backend, "dtype", R->o.dtype,
-                                            "compiler", "gcc " __VERSION__, "mpi", mpiver, "blas", "OpenBLAS",
-                                            "git", MESHSWEEP_GIT, "date", date));
-    if (g_mpi) record_env_hosts(json_object_get(j, "env"), R->mesh.tp);
-    if (g_mpi) record_env_launch(json_object_get(j, "env"), R->local_rank_from);
-    char err[512];
-    int rc = record_write_atomic(R->o.out, j, err, sizeof err);
-    if (rc && !quiet) say("%s", err);
-    json_decref(j);
-    return rc;
-}
-
 
 /* ------------------------------------------------------------------ helpers */
 static double measure_peak_flops(const device_t *dev) {
@@ -282,11 +115,15 @@ static void max_mem_over_ranks(const run_t *R, uint64_t peaks[MEM_NCAT], uint64_
     *total = v[MEM_NCAT];
 }
 
+/* the mean eval loss; a batch that cannot be read (the file shrank: core/formats/data.h) is recorded as
+ * this rank's failure and zeros are evaluated instead, so every rank runs the same collectives and the
+ * caller agrees on the failure afterwards */
 static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_t *in, int32_t *tg, const run_t *R) {
     double sum = 0;
+    char err[1024];
     for (int k = 0; k < nb; k++)
         for (int m = 0; m < R->N; m++) { /* an evaluation batch is a global batch, in micro-batches as in training */
-            data_batch(d, k, R->G, m * R->mesh.dp + R->mesh.dp_rank, R->B, R->T, in, tg);
+            if (data_batch(d, k, R->G, m * R->mesh.dp + R->mesh.dp_rank, R->B, R->T, in, tg, err, sizeof err)) agree_fail(1, "%s", err);
             sum += model_forward_loss(M, in, tg);
         }
     comm_all_reduce_sum_f64(dpg, &sum, 1);
@@ -295,13 +132,15 @@ static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_
 
 
 /* ------------------------------------------------------------------ configuration checks */
+/* a refusal is kept in R->why, not printed: a launched rank says it only once the ranks have agreed
+ * on their options (start_mpi); run_plan and an unlaunched run say it at once */
+#define BAD(...) do { snprintf(R->why, sizeof R->why, __VA_ARGS__); return 2; } while (0)
 /* the checks common to a run and a plan, before anything is started; 0 or the exit code 2 */
 static int check_cfg(run_t *R) {
     run_cfg *o = &R->o;
     char err[4096];
-    if (config_resolve(&R->cfg, o->model, err, sizeof err) || config_validate(&R->cfg, err, sizeof err)) { say("%s", err); return 2; }
+    if (config_resolve(&R->cfg, o->model, err, sizeof err) || config_validate(&R->cfg, err, sizeof err)) BAD("%s", err);
     R->T = o->seq_len;
-#define BAD(...) do { say(__VA_ARGS__); return 2; } while (0)
     if (o->tp < 1) BAD("--tp must be >= 1 (got %d)", o->tp);
     if (R->T < 1) BAD("--seq-len must be >= 1 (got %d)", R->T);
     if (R->T > R->cfg.max_position_embeddings) BAD("--seq-len %d exceeds max_position_embeddings %d of model %s", R->T, R->cfg.max_position_embeddings, R->cfg.name);
@@ -315,7 +154,11 @@ static int check_cfg(run_t *R) {
     if (!(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1)) BAD("--min-lr-ratio must be in [0, 1]");
     if (o->log_every < 1) BAD("--log-every must be >= 1");
     if (o->excluded < 0) BAD("--warmup-steps-excluded must be >= 0");
+    if (!(o->peak_tflops >= 0)) BAD("--peak-tflops must be >= 0 (got %g; 0: measured on CPU, the datasheet value on CUDA)", o->peak_tflops);
     if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine")) BAD("--schedule must be constant or cosine (got '%s')", o->schedule);
+    /* accepted and ignored would be wrong: warmup belongs to the cosine schedule */
+    if (o->warmup > 0 && strcmp(o->schedule, "cosine")) BAD("--warmup %d applies to --schedule cosine only (the constant schedule has no warmup)", o->warmup);
+    if (!strcmp(o->schedule, "cosine") && o->steps > 0 && o->warmup >= o->steps) BAD("--warmup %d must be below --steps %d", o->warmup, o->steps);
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) BAD("--backend must be cpu or cuda (got '%s')", o->backend);
     if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
     if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* design 4.8: bf16 is CUDA's default */
@@ -333,6 +176,7 @@ static int check_cfg(run_t *R) {
         R->B = (int)b;
     }
     if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
+    if (o->gpus_per_host && !o->plan) BAD("--gpus-per-host is only valid with --plan (a run's placement is the launcher's)");
     if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
                                                R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
     int ckpt;
@@ -347,39 +191,28 @@ static int check_cfg(run_t *R) {
     int sp_local = !strcmp(o->sp_activations, "local");
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
-                         .checkpoint = ckpt, .attention_no_ws = !strcmp(o->backend, "cuda"), .grad_accum = o->grad_accum,
+                         .checkpoint = ckpt, .attention_flash = !strcmp(o->backend, "cuda"), .grad_accum = o->grad_accum,
                          .accum_reduce_last = reduce_last};
     return 0;
 }
 
-/* An output that is also an input (or the other output) would destroy what the run reads: refused.
- * Same path as given, or the same file (device and inode: a link, another spelling). -1 with a message. */
-static int same_file(const char *a, const char *b) {
-    if (!a || !b) return 0;
-    if (!strcmp(a, b)) return 1;
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
 
-static int is_preset(const char *model) {
-    for (int i = 0; config_presets[i]; i++) if (!strcmp(config_presets[i], model)) return 1;
-    return 0;
-}
-
+/* An output that is also an input (or the other output) would destroy what the run reads: refused
+ * (record_same_file: the same path, or the same file by device and inode). -1 with a message. */
 static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
     const char *outs[2][2] = {{"--out", o->out}, {"--save", o->save}};
     const char *ins[4][2] = {{"--data", strcmp(o->data, "synthetic") ? o->data : NULL}, {"--eval-data", o->eval_data},
-                             {"--init", o->init}, {"--model", is_preset(o->model) ? NULL : o->model}};
+                             {"--init", o->init}, {"--model", config_is_preset(o->model) ? NULL : o->model}};
     for (int i = 0; i < 2; i++) {
         if (!outs[i][1]) continue;
         if (record_check_writable(outs[i][1], err, errlen)) return -1;
         for (int k = 0; k < 4; k++)
-            if (same_file(outs[i][1], ins[k][1])) {
+            if (record_same_file(outs[i][1], ins[k][1])) {
                 snprintf(err, errlen, "%s %s is also %s: an output may not overwrite an input", outs[i][0], outs[i][1], ins[k][0]);
                 return -1;
             }
     }
-    if (same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
+    if (record_same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
     return 0;
 }
 
@@ -390,7 +223,7 @@ static run_t *run_new(const run_cfg *c) {
     run_t *R = calloc(1, sizeof *R);
     if (!R) { say("out of host memory"); return NULL; }
     R->o = *c;
-    g_rank0 = run_env_rank0();
+    R->rank0 = g_rank0 = run_env_rank0();
     cli_set_rank0(g_rank0);
     return R;
 }
@@ -401,7 +234,7 @@ int run_plan(const run_cfg *c) {
     run_cfg *o = &R->o;
     char err[4096];
     int rc = check_cfg(R);
-    if (rc) { free(R); return rc; }
+    if (rc) { say("%s", R->why); free(R); return rc; }
     if (o->world_set && o->world < 1) { say("--world must be >= 1 (got %d)", o->world); free(R); return 2; }
     if (!o->world) o->world = 1;
     if (o->world > 65536) { say("--world %d is more ranks than --plan supports (65536)", o->world); free(R); return 2; }
@@ -414,12 +247,21 @@ int run_plan(const run_cfg *c) {
         printf("# --gpu %s (%s): %s as the runtime reports it - %s typical runtime overhead - %s reserve = budget %s\n",
                R->gb.gpu->name, R->gb.gpu->device, u, ov, rs, b);
     }
+    if (o->gpus_per_host < 0) { say("--gpus-per-host must be >= 1 (got %d)", o->gpus_per_host); free(R); return 2; }
+    cost_machine mach;
+    const char *from = NULL;
+    char bdir[4096];
+    int have = cost_machine_resolve(o->machine, o->gpu, cost_exe_dir(bdir, sizeof bdir) ? NULL : bdir, &mach, &from,
+                                    err, sizeof err);
+    if (have < 0) { say("%s", err); free(R); return 2; }
     engine_t P; /* what is planned for: an engine computing in --dtype */
     engine_init_plan(&P, cfg_dtype(o), 0);
     plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
-                  .budget = R->budget, .E = &P, .out = o->out, .global_batch = o->global_batch};
+                  .budget = R->budget, .E = &P, .out = o->out, .machine = have ? &mach : NULL,
+                  .machine_from = from, .ranks_per_host = o->gpus_per_host, .global_batch = o->global_batch};
     rc = plan_report(&q);
     engine_release(&P);
+    if (have) cost_machine_free(&mach);
     free(R);
     return rc;
 }
@@ -433,31 +275,79 @@ static int pick_backend(run_t *R) {
     if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
     const device_t *dev = engine_device(o->backend); /* cpu always; cuda in CUDA builds */
     if (!dev) BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
-    if (dev->count() <= 0) { say("--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)"); return 1; }
+    if (dev->count() <= 0) {
+        snprintf(R->why, sizeof R->why, "--backend cuda: no CUDA device or driver found on this machine (use --backend cpu)");
+        return 1;
+    }
     /* its budget once it is known (setup_comm measures a device) */
     if (engine_init(&R->E, dev, cfg_dtype(o), err, sizeof err)) BAD("%s", err);
     return 0;
 }
 #undef BAD
 
-/* MPI, the mesh, the device of this rank and what carries the collectives */
-static void start_mpi(run_t *R) {
+/* An allocation the device (the host, on CPU) refused, or host memory the engine's bookkeeping could
+ * not get, in the middle of the run: the other ranks may be inside a collective already, so nothing
+ * can be agreed. This rank says it in one line naming itself, writes the oom record when it shares rank
+ * 0's host (the --out that was checked), and ends the job (exit 3). The preflight finds most such
+ * cases before (host_preflight). */
+static run_t *g_run;
+static void on_alloc_failed(const mem_stats *s) {
+    run_t *R = g_run;
+    char m[600], line[800];
+    mem_oom_message(s, m, sizeof m);
+    if (R->world > 1) snprintf(line, sizeof line, "rank %d on %s: %s", R->rank, agree_host(), m);
+    else snprintf(line, sizeof line, "%s", m);
+    errmsg_one_line(line, sizeof line);
+    fprintf(stderr, "train: %s\n", line);
+    fflush(stderr);
+    if (R->o.out && (R->world == 1 || !strcmp(agree_host(), agree_host_of(0)))) {
+        R->rank0 = 1; /* this rank writes it: rank 0 may be waiting in a collective that never ends */
+        run_write_record(R, "oom", line, s->peak, s->total_peak, s->at_peak, 1);
+    }
+    if (R->world > 1) MPI_Abort(MPI_COMM_WORLD, 3);
+    MPI_Finalize();
+    exit(3);
+}
+
+/* Ranks launched with different options would wait forever in a collective or train something else
+ * than asked: before the first collective that depends on them, in this order, every rank agrees
+ * that the command line parsed everywhere; that the options every rank must share are the same
+ * (core/run/run_record.c lists them; one line names the option, the values and the ranks and hosts,
+ * exit 2); that the configuration checks passed (the same options give the same verdict, but a
+ * config file read on each host may not); and that the resolved configuration (the model's every
+ * field) is the same. `code` is this rank's verdict of check_cfg/pick_backend (its line in R->why). */
+static void agree_configuration(run_t *R, int code) {
+    int c;
+    if (R->o.parse_error) agree_fail(2, "%s", R->o.parse_error);
+    if ((c = agree_check())) fail(c);
+    agree_field f[RUN_MAX_FIELDS];
+    if ((c = agree_fields(f, run_option_fields(R, f, RUN_MAX_FIELDS)))) fail(c);
+    if (code) agree_fail(code, "%s", R->why);
+    if ((c = agree_check())) fail(c);
+    if ((c = agree_fields(f, run_resolved_fields(R, f, RUN_MAX_FIELDS)))) fail(c);
+}
+
+/* MPI, the mesh, the device of this rank and what carries the collectives; code: this rank's verdict
+ * of the configuration checks, agreed on first (agree_configuration) */
+static void start_mpi(run_t *R, int code) {
     run_cfg *o = &R->o;
     char err[4096];
     MPI_Init(NULL, NULL);
-    g_mpi = 1;
+    R->mpi = g_mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &R->world);
-    g_rank0 = R->rank == 0;
+    R->rank0 = g_rank0 = R->rank == 0;
     cli_set_rank0(g_rank0);
     /* from here a failure on one rank follows one rule (core/run/agree.h): recorded, agreed, printed once
      * by rank 0 naming the rank and host, the same exit code everywhere */
     if (agree_init("train")) agree_fail(1, "out of host memory");
+    g_run = R;
+    mem_set_oom_handler(&R->E.mem, on_alloc_failed);
+    agree_configuration(R, code);
     if (mesh_init(&R->mesh, R->world, R->rank, o->tp, err, sizeof err)) { say("%s", err); fail(2); }
     /* outputs before anything else: rank 0 writes --out and --save, so its view is the one checked */
     if (g_rank0 && check_outputs(o, err, sizeof err)) agree_fail(2, "%s", err);
-    int code = agree_check();
-    if (code) fail(code);
+    if ((code = agree_check())) fail(code);
     R->use_nccl = 0;
     /* the local rank: the launcher's (SLURM_LOCALID, Open MPI's), else the index among the ranks of
      * this host by MPI_COMM_TYPE_SHARED; ls counts those ranks */
@@ -501,6 +391,15 @@ static void start_mpi(run_t *R) {
                 "(N a multiple of --tp)\n", o->tp, a, agree_host_of(a), b, agree_host_of(b));
     }
     cpu_blas_init();
+    R->blas_by_host = record_gather_blas(&R->blas_differ); /* said on the first progress line */
+}
+
+static void fewer_than_a_batch(const run_t *R, const char *opt, const char *path, const data_file *d) {
+    int64_t nseq = data_num_sequences(d, R->T);
+    if (nseq >= R->G) return;
+    say("%s %s holds %lld sequences of %d tokens, fewer than one global batch of %d (dp %d x --batch-size %d): a step "
+        "would repeat sequences", opt, path, (long long)nseq, R->T, R->G, R->mesh.dp, R->B);
+    fail(2);
 }
 
 /* training and validation tokens, the --init file */
@@ -526,17 +425,42 @@ static void open_inputs(run_t *R) {
     if (strcmp(o->data, "synthetic")) in[n++] = (agree_input){"--data", o->data};
     if (o->eval_data && strcmp(o->eval_data, "synthetic")) in[n++] = (agree_input){"--eval-data", o->eval_data};
     if (o->init) in[n++] = (agree_input){"--init", o->init};
-    if (!is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
+    if (!config_is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
     if ((code = agree_inputs(in, n))) fail(code);
+    /* a global batch is G distinct sequences: a file with fewer would repeat sequences within a step
+     * (the same on every rank: the inputs agree) */
+    fewer_than_a_batch(R, "--data", o->data, &R->train);
+    if (R->have_eval) fewer_than_a_batch(R, "--eval-data", o->eval_data, &R->val);
     /* evaluation batches beyond the validation data would only repeat it */
     if (R->have_eval) {
-        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G > 0 ? nseq / R->G : 1;
+        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G;
         if (o->eval_batches > nb) {
             say("--eval-batches %d: %s holds %lld sequences of %d tokens, %lld batches of %d (at most %lld; more would repeat them)",
                 o->eval_batches, o->eval_data, (long long)nseq, R->T, (long long)nb, R->G, (long long)nb);
             fail(2);
         }
     }
+}
+
+/* CPU: the engine's buffers are host memory. The plan's peak (on CPU the measured peak, exactly) is
+ * asked of the host once before anything is allocated, so a host that cannot give it (ulimit -v, a
+ * machine too small for the ranks on it) is found on every rank at once: one line, an oom record,
+ * exit 3, instead of a failed allocation in the middle of a step. */
+static void host_preflight(run_t *R) {
+    if (!R->E.dev->host_memory) return;
+    size_t need = (size_t)(R->planned.total_peak ? R->planned.total_peak : 1);
+    void *probe = malloc(need);
+    if (!probe) {
+        char a[32];
+        mem_format(a, sizeof a, need);
+        agree_fail(3, "out of host memory: the engine needs %s (%zu bytes) per rank at its planned peak and this host "
+                   "would not give it (ulimit -v, or more ranks than its memory holds)", a, need);
+    }
+    free(probe);
+    if (!agree_check()) return;
+    uint64_t peaks[MEM_NCAT] = {0};
+    if (g_rank0) run_write_record(R, "oom", agree_last_error(), peaks, 0, NULL, 1);
+    fail(3);
 }
 
 /* plan first: an allocation past the budget is found before anything is allocated, on every rank at
@@ -551,7 +475,7 @@ static void budget_gate(run_t *R) {
     R->have_plan = 1;
     int over = R->planned.over_budget, any = 0;
     MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!any) return;
+    if (!any) { host_preflight(R); return; }
     if (g_rank0) {
         char a[32], u[32], b[32];
         mem_format(a, sizeof a, R->planned.oom_bytes); mem_format(u, sizeof u, R->planned.oom_in_use); mem_format(b, sizeof b, R->budget);
@@ -560,7 +484,7 @@ static void budget_gate(run_t *R) {
                  mem_cat_names[R->planned.oom_cat], a, (unsigned long long)R->planned.oom_bytes, u, b, (unsigned long long)R->budget);
         say("%s", msg);
         uint64_t peaks[MEM_NCAT] = {0};
-        write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
+        run_write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
     }
     fail(3);
 }
@@ -573,7 +497,8 @@ static void setup_comm(run_t *R) {
     char err[4096];
     comm_mpi_groups(&R->E.comm, &R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->E.comm, &R->wg);
-    if (R->use_nccl && (comm_nccl_attach(&R->tpg, err, sizeof err) || comm_nccl_attach(&R->dpg, err, sizeof err))) agree_fail(1, "%s", err);
+    if (R->use_nccl && (comm_nccl_attach(&R->tpg, 1, err, sizeof err) || comm_nccl_attach(&R->dpg, 0, err, sizeof err)))
+        agree_fail(1, "%s", err);
     int code = agree_check();
     if (code) fail(code);
     const device_t *dev = R->E.dev;
@@ -594,6 +519,16 @@ static void setup_comm(run_t *R) {
         MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
         R->budget = R->gb.budget = b;
     }
+}
+
+/* the predicted step, on rank 0, before the model is built (core/run/run_predict.h; the planner's
+ * replay has an engine of its own beside the run's) */
+static void predict(run_t *R) {
+    int lr = 0, ls = 1;
+    comm_local_rank(&lr, &ls);
+    MPI_Allreduce(MPI_IN_PLACE, &ls, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!R->E.dev->host_memory) run_predict_device(&R->pred, R->E.dev->device_name());
+    if (g_rank0) run_predict_step(&R->pred, &R->cfg, R->world, R->o.tp, R->E.dtype, &R->mo, ls);
 }
 
 /* memory, the model and its parameters (seed or --init), FLOP figures, the optimizer */
@@ -620,7 +555,6 @@ static void build_engine(run_t *R) {
     R->oc = (optim_cfg){.lr = o->lr, .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps,
                         .grad_clip = o->grad_clip, .min_lr_ratio = o->min_lr_ratio, .warmup = o->warmup,
                         .cosine = !strcmp(o->schedule, "cosine")};
-    if (R->oc.cosine && R->oc.warmup >= o->steps && o->steps > 0) { say("--warmup %d must be below --steps %d", o->warmup, o->steps); fail(2); }
     R->in = malloc((size_t)R->B * R->T * sizeof(int32_t)); R->tg = malloc((size_t)R->B * R->T * sizeof(int32_t));
     R->step_ms = calloc((size_t)o->steps + 1, sizeof(double));
     R->steps = json_array(); R->evals = json_array();
@@ -653,7 +587,25 @@ static void comm_totals(run_t *R, double *ms, double *bytes) {
     for (int k = 0; k < COMM_NKIND; k++) { *ms += cs->ms[k]; *bytes += (double)cs->bytes[k]; }
 }
 
-/* the optimizer steps with evaluation and progress lines; returns 0, or 4 when it diverged */
+/* a diverged run: one line, kept for the record's error; returns the exit code 4 */
+static int diverged(run_t *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int diverged(run_t *R, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(R->why, sizeof R->why, fmt, ap);
+    va_end(ap);
+    say("%s", R->why);
+    return 4;
+}
+
+/* a failure every rank has agreed on (agree_check has printed it): kept for the record; returns code */
+static int run_failed(run_t *R, int code) {
+    snprintf(R->why, sizeof R->why, "%s", agree_last_error());
+    return code;
+}
+
+/* the optimizer steps with evaluation and progress lines; returns 0, 4 when it diverged, or the code of
+ * a failure the ranks agreed on (1: a token file changed under the run) */
 static int step_loop(run_t *R) {
     const run_cfg *o = &R->o;
     model_t *M = &R->M;
@@ -664,13 +616,16 @@ static int step_loop(run_t *R) {
     for (int s = 0; s < o->steps; s++) {
         /* micro-batch m of DP rank r: block m*dp + r of the step's global batch (core/formats/data.h), so
          * the N micro-batches of the dp ranks are the G sequences a 1-rank run of batch G takes */
-        data_batch(&R->train, s, R->G, r, R->B, R->T, R->in, R->tg);
-        MPI_Barrier(MPI_COMM_WORLD);
+        char err[1024];
+        if (data_batch(&R->train, s, R->G, r, R->B, R->T, R->in, R->tg, err, sizeof err)) agree_fail(1, "%s", err);
+        int code = agree_check(); /* also the barrier before the step's clock starts */
+        if (code) return run_failed(R, code);
         double comm0, bytes0, comm1, bytes1;
         comm_totals(R, &comm0, &bytes0);
         double t0 = comm_now_ms(), loss = 0;
         for (int m = 0; m < R->N; m++) {
-            if (m) data_batch(&R->train, s, R->G, m * dp + r, R->B, R->T, R->in, R->tg);
+            if (m && data_batch(&R->train, s, R->G, m * dp + r, R->B, R->T, R->in, R->tg, err, sizeof err))
+                agree_fail(1, "%s", err); /* zeros: the collectives still run; agreed after the step */
             model_accum_begin(M, m, R->N);
             loss += model_forward_backward(M, R->in, R->tg, (float)scale);
         }
@@ -682,18 +637,30 @@ static int step_loop(run_t *R) {
         comm_totals(R, &comm1, &bytes1);
         double tm[2] = {t1 - t0, comm1 - comm0};
         MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (R->N > 1 && (code = agree_check())) return run_failed(R, code); /* a later micro-batch unread */
         R->step_ms[s] = tm[0];
         R->nsteps_done = s + 1;
         double tok = (double)R->G * R->T, tok_s = tok / (tm[0] / 1e3);
         json_array_append_new(R->steps, step_json(s, R->world, loss, norm, lr, tm, bytes1 - bytes0, tok));
-        if (!isfinite(loss) || !isfinite(norm)) {
-            say("diverged at step %d: loss %g, grad norm %g", s + 1, loss, norm);
-            return 4;
-        }
+        if (!isfinite(loss) || !isfinite(norm))
+            return diverged(R, "diverged at step %d: loss %g, grad norm %g (non-finite)", s + 1, loss, norm);
         int last = s + 1 == o->steps;
+        /* a step's loss is computed before its update, so the last update is checked on the parameters
+         * themselves (the sum of their squares over every rank is finite exactly when each is) */
+        if (last) {
+            double sq = fsdp_param_sumsq(&M->fsdp);
+            comm_all_reduce_sum_f64(&R->wg, &sq, 1);
+            if (!isfinite(sq)) return diverged(R, "diverged at step %d: its update made the parameters non-finite", s + 1);
+        }
         if (R->have_eval && ((o->eval_every && (s + 1) % o->eval_every == 0) || last)) {
-            double el = evaluate(M, &R->val, &R->dpg, o->eval_batches, R->in, R->tg, R);
-            json_array_append_new(R->evals, json_pack("{s:i, s:f}", "step", s + 1, "loss", el));
+            double el = evaluate(M, &R->val, &R->dpg, o->eval_batches, R->in, R->tg, R); /* the same on every rank */
+            int code = agree_check();
+            if (code) return run_failed(R, code);
+            json_t *ev = json_object();
+            json_object_set_new(ev, "step", json_integer(s + 1));
+            json_object_set_new(ev, "loss", isfinite(el) ? json_real(el) : json_null());
+            json_array_append_new(R->evals, ev);
+            if (!isfinite(el)) return diverged(R, "diverged at step %d: eval loss %g (non-finite)", s + 1, el);
             if (g_rank0) fprintf(stderr, "train: step %d eval loss %.4f\n", s + 1, el);
         }
         if (g_rank0 && ((s + 1) % o->log_every == 0 || s == 0 || last)) {
@@ -707,10 +674,21 @@ static int step_loop(run_t *R) {
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
                          R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
             }
+            char df[256] = "";
+            if (s == 0) { /* and what the token files were taken for (core/formats/data.h detects them) */
+                char a[40], b[40] = "";
+                data_describe(&R->train, a, sizeof a);
+                if (R->have_eval) data_describe(&R->val, b, sizeof b);
+                snprintf(df, sizeof df, " | data %s%s%s%s", a, R->have_eval ? ", eval " : "", b,
+                         R->blas_differ ? " | BLAS kernels differ between ranks (env.blas_by_host): losses match a "
+                                          "one-host run to rounding, not bit for bit" : "");
+            }
+            char pv[640] = "";
+            if (s == 0) run_predict_progress(&R->pred, pv, sizeof pv); /* and what was predicted for it */
             char acc[64] = "";
             if (R->N > 1) snprintf(acc, sizeof acc, " batch %dx%d (global %d)", R->B, R->N, R->G);
-            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s%s eta %.0fs%s\n",
-                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, acc, eta, dv);
+            fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s%s eta %.0fs%s%s%s\n",
+                    s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, acc, eta, dv, df, pv);
         }
     }
     return 0;
@@ -718,7 +696,7 @@ static int step_loop(run_t *R) {
 
 /* the record, --save, and the run's own memory released; returns the exit code */
 static int end_run(run_t *R, int code, run_result *res) {
-    const char *status = code == 4 ? "diverged" : "ok";
+    const char *status = code == 4 ? "diverged" : code ? "failed" : "ok";
     char err[4096];
     uint64_t peaks[MEM_NCAT], total, at[MEM_NCAT];
     if (!R->E.dev->host_memory) {
@@ -731,19 +709,19 @@ static int end_run(run_t *R, int code, run_result *res) {
     }
     max_mem_over_ranks(R, peaks, &total);
     at_peak_of_max_rank(R, at);
-    const char *error = code ? "non-finite loss or gradient norm" : NULL;
+    const char *error = code ? R->why : NULL; /* why it diverged or failed (diverged(), run_failed()) */
     /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
      * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/common/cleanup.h) */
     if (code == 0 && R->o.save) {
         int sc = checkpoint_save(&R->M, &R->tpg, R->o.save, err, sizeof err);
         if (sc) {
-            snprintf(R->save_error, sizeof R->save_error, "%s", err);
-            error = R->save_error;
+            snprintf(R->why, sizeof R->why, "%s", err);
+            error = R->why;
             status = sc > 128 ? "interrupted" : "failed";
             code = sc > 128 ? sc : 1;
         }
     }
-    if (write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
+    if (run_write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
     if (res) {
         int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
         res->status = status;
@@ -758,23 +736,36 @@ static int end_run(run_t *R, int code, run_result *res) {
     data_close(&R->train);
     if (R->have_eval) data_close(&R->val);
     free(R->in); free(R->tg); free(R->step_ms);
-    json_decref(R->steps); json_decref(R->evals); json_decref(R->hosts);
+    json_decref(R->steps); json_decref(R->evals); json_decref(R->hosts); json_decref(R->blas_by_host);
     return code;
+}
+
+int run_env_launched(void) {
+    return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("SLURM_PROCID");
 }
 
 int run_train(const run_cfg *c, run_result *res) {
     run_t *R = run_new(c);
     if (!R) return 1;
-    int code = check_cfg(R);
-    if (!code) code = pick_backend(R);
-    if (code) { free(R); return code; }
-    start_mpi(R);
+    int code = 2;
+    if (c->parse_error) snprintf(R->why, sizeof R->why, "%s", c->parse_error);
+    else if (!(code = check_cfg(R))) code = pick_backend(R);
+    char err[512];
+    if (!code && run_predict_resolve(&R->pred, c->machine, c->gpu, err, sizeof err)) {
+        snprintf(R->why, sizeof R->why, "%s", err);
+        code = 2;
+    }
+    /* not launched: nobody to agree with, so a refusal is said at once and MPI never starts */
+    if (code && !run_env_launched()) { say("%s", R->why); free(R); return code; }
+    start_mpi(R, code);
     open_inputs(R);
     setup_comm(R);
     budget_gate(R);
+    predict(R);
     build_engine(R);
     code = end_run(R, step_loop(R), res);
     comm_mpi_groups_free(&R->tpg, &R->dpg);
+    run_predict_free(&R->pred);
     free(R);
     if (g_mpi) MPI_Finalize();
     g_mpi = 0;

@@ -15,6 +15,8 @@ typedef struct run_cfg {
     const char *ckpt;                /* --checkpoint-activations none|full|every:K (the bare flag: full) */
     const char *accum_reduce;        /* --accum-reduce each|last */
     const char *mem_reserve, *gpu;   /* --mem-reserve SIZE, --gpu NAME (core/engine/gpus.h) */
+    const char *machine;             /* --machine NAME|FILE: the step-time model (core/cost/predict.h) */
+    int gpus_per_host;               /* --gpus-per-host N: ranks per host of a --plan (0: the machine's default) */
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, excluded, log_every;
     int grad_accum, global_batch;    /* --grad-accum N, --global-batch G (0: not given; given values are checked) */
     long long seed;
@@ -23,6 +25,8 @@ typedef struct run_cfg {
     int comm_set;    /* --comm was given (else nccl is chosen for multi-rank CUDA runs) */
     int world_set;   /* --world was given */
     int grad_accum_set, global_batch_set; /* --grad-accum, --global-batch were given */
+    const char *parse_error; /* the command line did not parse on this rank (main): under a launcher the
+                                ranks agree on it before anything else (run_train) */
 } run_cfg;
 
 /* What a finished run reports besides its record (rank 0 has the record's figures). */
@@ -39,6 +43,9 @@ void run_cfg_defaults(run_cfg *c);
 /* 1 when this process is rank 0 of an MPI launch (by the launcher's environment) or not launched by
  * MPI: the rank that prints errors before MPI is started */
 int run_env_rank0(void);
+/* 1 when started by an MPI launcher (its rank variables are set): the ranks may have been given
+ * different command lines, so a refusal is agreed on across them before anyone exits */
+int run_env_launched(void);
 /* --plan: check the configuration and print the plan (one process, no MPI). Returns the exit code. */
 int run_plan(const run_cfg *c);
 /* One training run: starts and finalizes MPI. Returns the exit code; on a failure after MPI has started

@@ -8,6 +8,7 @@
 
 #include "core/sweep/grid.h"
 #include "core/sweep/launch.h"
+#include "core/sweep/report_cost.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -176,6 +177,12 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
     if (sweep_sb_write(&mb, c->dir, "max_batch.dat", err, el)) return -1;
     for (int k = 0; k < s->n_axes; k++)
         if (write_axis_data(c, k, err, el)) return -1;
+    return sweep_write_prediction_data(c, err, el);
+}
+
+/* 1 when a mesh has a predicted step: only then is there a prediction chart */
+static int any_prediction(const sweep_report_ctx *c) {
+    for (int i = 0; i < c->n; i++) if (isfinite(sweep_predicted_ms(c, &c->res[i]))) return 1;
     return 0;
 }
 
@@ -204,6 +211,8 @@ static int chart_list(const sweep_report_ctx *c, chart *out, int cap) {
             snprintf(ch->out, sizeof ch->out, "%s_%s", m ? "throughput" : "max_batch", s->axes[k].short_name);
             ch->script = "axis.gp", ch->axis = k, ch->metric = m ? "tok_s" : "batch";
         }
+    static const chart pred = {"prediction", "prediction.gp", -1, NULL};   /* measured and predicted step time */
+    if (any_prediction(c) && n < cap) out[n++] = pred;
     return n;
 }
 
@@ -266,6 +275,7 @@ static char *chart_vars(const sweep_report_ctx *c, const chart *ch, const char *
               fmt, ch->out, fmt, s->name, s->world, c->n, mode,
               s->mem_budget ? s->mem_budget : "", s->mem_budget_bytes ? (double)s->mem_budget_bytes / MiB : -1.0);
     if (s->n_axes) sweep_sb_printf(&b, "rotate=1; width=%d; ", c->n > 12 ? 1440 : 1120);
+    sweep_sb_printf(&b, "plan_only=%d; ", c->plan_only);
     sweep_sb_printf(&b, "xaxis='%s'; meshes='", strcmp(ch->out, "loss_tokens") == 0 ? "tokens"
                                                  : strcmp(ch->out, "loss_time") == 0 ? "time" : "step");
     int k = 0;
@@ -304,6 +314,10 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
     err[0] = '\0';
     chart charts[SWEEP_MAX_CHARTS];
     int n_charts = chart_list(c, charts, SWEEP_MAX_CHARTS);
+    if (!any_prediction(c)) {   /* no prediction chart of an earlier invocation stays */
+        char old[PATH_MAX + 64];
+        for (int f = 0; f < 2; f++) { snprintf(old, sizeof old, "%s/prediction.%s", c->dir, f ? "svg" : "png"); unlink(old); }
+    }
     for (int i = 0; i < n_charts; i++) {
         for (int f = 0; f < 2; f++) {
             const char *fmt = f ? "svg" : "png";

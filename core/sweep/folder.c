@@ -1,5 +1,5 @@
 /* core/sweep/folder.c — which results folder a sweep writes to. A rerun resumes only a folder the
- * runner made (it has runner.json) for the same spec, build and hosts, so a committed reference or
+ * runner made (it has runner.json) for the same spec, build, hosts and input contents, so a committed reference or
  * another machine's results are never presented as this run's, and never rewritten. One runner per
  * folder: flock on DIR/.lock. Not the runs (core/sweep/runner.c). */
 #include "core/sweep/folder.h"
@@ -138,6 +138,18 @@ int sweep_identity_match(json_t *a, json_t *b, const char **why) {
         *why = "it was made on other hosts (runner host, hostfile or Slurm node list differ)";
         return 0;
     }
+    /* the inputs' contents (core/sweep/inputs.h): runs made from other bytes are other results */
+    json_t *ia = json_object_get(a, "inputs"), *ib = json_object_get(b, "inputs");
+    if (!json_equal(ia, ib)) {
+        static char msg[160];
+        const char *key = NULL;
+        json_t *v;
+        json_object_foreach(ib, key, v) if (!json_equal(v, json_object_get(ia, key))) break;
+        snprintf(msg, sizeof msg, "its inputs have changed since (%s: other contents than when its runs were made)",
+                 key && ia ? key : "model, data, eval_data");
+        *why = msg;
+        return 0;
+    }
     return 1;
 }
 
@@ -201,6 +213,14 @@ static json_t *load_json(const char *dir, const char *name) {
     return json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
 }
 
+/* why a folder's runner.json cannot be read: missing, or there but not valid JSON (truncated) */
+static const char *meta_problem(const char *dir) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/runner.json", dir) >= (int)sizeof path) return "its path is too long";
+    if (access(path, F_OK) != 0) return "it has no runner.json (not made by this runner, e.g. a copied or committed folder)";
+    return "its runner.json is not valid JSON (truncated or damaged): its runs cannot be trusted";
+}
+
 static const char *kind_name(int kind) { return kind == SWEEP_FOLDER_PLAN ? "plan-only" : "run"; }
 
 /* 1 when dir may be resumed; else 0 and *why. */
@@ -208,9 +228,10 @@ static int resumable(const char *dir, json_t *spec, json_t *identity, int kind, 
     json_t *meta = load_json(dir, "runner.json");
     json_t *old = load_json(dir, "spec.json");
     int ok = 0;
-    if (!json_is_object(meta) || !json_is_string(json_object_get(meta, "schema")) ||
-        strcmp(json_string_value(json_object_get(meta, "schema")), FOLDER_SCHEMA) != 0)
-        *why = "it has no runner.json (not made by this runner, e.g. a copied or committed folder)";
+    if (!meta) *why = meta_problem(dir);
+    else if (!json_is_object(meta) || !json_is_string(json_object_get(meta, "schema")) ||
+             strcmp(json_string_value(json_object_get(meta, "schema")), FOLDER_SCHEMA) != 0)
+        *why = "its runner.json is not this runner's (another schema)";
     else if (!old || !json_equal(old, spec)) *why = "its spec.json differs from the spec";
     else if (!json_is_string(json_object_get(meta, "kind")) ||
              strcmp(json_string_value(json_object_get(meta, "kind")), kind_name(kind)) != 0)
@@ -221,27 +242,50 @@ static int resumable(const char *dir, json_t *spec, json_t *identity, int kind, 
     return ok;
 }
 
+/* Made by this runner on these hosts (its runner.json says so)? A copy from another machine, or one
+ * without a readable runner.json, is not: it never hides this runner's own latest folder (a copy
+ * from a host whose clock runs ahead would otherwise make every rerun start a new folder). */
+static int ours(const char *dir, json_t *identity) {
+    json_t *meta = load_json(dir, "runner.json");
+    int ok = json_is_object(meta) && json_equal(json_object_get(json_object_get(meta, "identity"), "hosts"),
+                                                json_object_get(identity, "hosts"));
+    json_decref(meta);
+    return ok;
+}
+
+static int by_name_desc(const void *a, const void *b) { return strcmp((const char *)b, (const char *)a); }
+
 int sweep_folder_find(const char *base, json_t *spec, json_t *identity, int kind, char *out, size_t cap,
                       char *why_not, size_t wcap) {
     if (why_not && wcap) why_not[0] = '\0';
     DIR *d = opendir(base);
     if (!d) return 0;
-    char best[20] = "";
+    enum { MAXF = 4096 };
+    static char names[MAXF][20];
+    int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)))
-        if (sweep_is_stamp(e->d_name) && strcmp(e->d_name, best) > 0) memcpy(best, e->d_name, 17);
+    while ((e = readdir(d)) && n < MAXF)
+        if (sweep_is_stamp(e->d_name)) memcpy(names[n++], e->d_name, 17);
     closedir(d);
-    if (!best[0]) return 0;
+    qsort(names, (size_t)n, sizeof names[0], by_name_desc);
+    /* this runner's latest folder of the name: an older one is an older experiment, never silently continued */
     char dir[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%s/%s", base, best) >= (int)sizeof dir) return 0;
-    /* only the latest folder of the name: an older one is an older experiment, never silently continued */
-    const char *why = "";
-    if (!resumable(dir, spec, identity, kind, &why)) {
-        if (why_not) snprintf(why_not, wcap, "not resuming %s: %s", dir, why);
-        return 0;
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        if (snprintf(dir, sizeof dir, "%s/%s", base, names[i]) >= (int)sizeof dir) return 0;
+        const char *why = "";
+        if (!ours(dir, identity)) {
+            if (!resumable(dir, spec, identity, kind, &why) && why_not && used < wcap) /* say why it is passed over */
+                used += (size_t)snprintf(why_not + used, wcap - used, "%snot resuming %s: %s", used ? "; " : "", dir, why);
+            continue;
+        }
+        if (!resumable(dir, spec, identity, kind, &why)) {
+            if (why_not && used < wcap) snprintf(why_not + used, wcap - used, "%snot resuming %s: %s", used ? "; " : "", dir, why);
+            return 0;
+        }
+        return snprintf(out, cap, "%s", dir) < (int)cap;
     }
-    if (snprintf(out, cap, "%s", dir) >= (int)cap) return 0;
-    return 1;
+    return 0;
 }
 
 static int write_json_file(const char *dir, const char *name, json_t *j) {

@@ -1,5 +1,5 @@
 /* core/sweep/folder.h — a sweep's results folder: which folder a rerun may resume (same spec, same
- * build, same hosts, made by the runner), the folder's identity file (runner.json), the per-folder
+ * build, same hosts, same input contents, made by the runner), the folder's identity file (runner.json), the per-folder
  * lock, and the UTC stamps folders are named by.
  * Not the runs inside the folder (core/sweep/runner.c) and not its outputs (core/sweep/report.c). */
 #ifndef MESHSWEEP_SWEEP_FOLDER_H
@@ -33,9 +33,11 @@ int sweep_is_stamp(const char *s);
 
 enum sweep_folder_kind { SWEEP_FOLDER_RUN = 1, SWEEP_FOLDER_PLAN };
 
-/* The latest <base>/<stamp> that this runner may resume: it has runner.json (the runner made it), is
- * of the same kind, and its spec.json and identity equal these. Returns 1 (out filled), 0 none.
- * When the latest folder of the name is not resumable, *why_not says which and why (one line). */
+/* This runner's latest <base>/<stamp> (its runner.json is readable and names these hosts; folders
+ * copied from elsewhere or without a readable runner.json are passed over, whatever their stamp), if
+ * it may be resumed: the same kind, and its spec.json and identity (build, hosts, the inputs'
+ * contents) equal these. Returns 1 (out filled), 0 none. *why_not says which folders were passed
+ * over or not resumed, and why (one line). */
 int sweep_folder_find(const char *base, json_t *spec, json_t *identity, int kind, char *out, size_t cap,
                       char *why_not, size_t wcap);
 /* Create <base>/<stamp>/ with spec.json and runner.json (kind, identity, created), locked. 0 or -1

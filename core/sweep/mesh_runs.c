@@ -7,6 +7,7 @@
 #include "core/sweep/runner.h"
 
 #include "core/sweep/grid.h"
+#include "core/sweep/inputs.h"
 #include "core/sweep/launch.h"
 
 #include <dirent.h>
@@ -144,6 +145,8 @@ static json_t *load_done(const sweep_runner *R, const sweep_mesh *m, int kind, i
     json_t *r = json_load_file(path, 0, NULL);
     char why[300];
     const char *bad = r ? check_record(R, m, kind, batch, r, why, sizeof why) : "not valid JSON";
+    /* a kept record is trusted only with the configuration the spec asks (copied in from elsewhere?) */
+    if (!bad && R->inputs) bad = sweep_inputs_record_mismatch(R->inputs, R->spec, m, kind, r, why, sizeof why);
     const char *st = json_string_value(json_object_get(r, "status"));
     if (bad) sweep_progress(R, m, "%s: runs/%s is not a record of this launch (%s): running it again\n", label,
                       strrchr(path, '/') + 1, bad);
@@ -570,9 +573,20 @@ static int search_ladder(sweep_runner *R, sweep_result *res, const sweep_ladder 
     return lo ? sweep_ladder_at(l, lo) : 0;
 }
 
+/* The cell's ladder up to what the token files allow too (core/sweep/inputs.h): the measured run needs
+ * G distinct training sequences and its eval batches of validation ones, so the search never confirms
+ * a batch the measured run would be refused at; a top trimmed so is SWEEP_CAP_DATA. 0 or -1. */
+static int cell_ladder(const sweep_runner *R, const sweep_mesh *m, sweep_ladder *l) {
+    if (sweep_batch_ladder(R->spec, m, l) != 0) return -1;
+    int cap = R->inputs ? sweep_inputs_max_batch(R->inputs, m, 1) : INT32_MAX, trimmed = 0;
+    while (l->n > 0 && sweep_ladder_at(l, l->n) > cap) l->n--, trimmed = 1;
+    if (trimmed) l->top_capped = SWEEP_CAP_DATA;
+    return 0;
+}
+
 static int search_max_batch(sweep_runner *R, sweep_result *res, int candidate) {
     sweep_ladder l;
-    if (sweep_batch_ladder(R->spec, res->mesh, &l) != 0 || l.n == 0) {
+    if (cell_ladder(R, res->mesh, &l) != 0 || l.n == 0) {
         snprintf(res->error, sizeof res->error, "max-batch search: %s", l.n ? "out of memory" : "no batch to try");
         sweep_ladder_free(&l);
         return -1;
@@ -604,7 +618,8 @@ static void load_search_from_disk(sweep_runner *R, sweep_result *res) {
         sweep_pathf(path, sizeof path, "%s/%s", runs, e->d_name);
         json_t *rec = json_load_file(path, 0, NULL);
         char why[300];
-        if (!rec || check_record(R, res->mesh, SWEEP_ARGV_PROBE, b, rec, why, sizeof why)) {
+        if (!rec || check_record(R, res->mesh, SWEEP_ARGV_PROBE, b, rec, why, sizeof why) ||
+            (R->inputs && sweep_inputs_record_mismatch(R->inputs, R->spec, res->mesh, SWEEP_ARGV_PROBE, rec, why, sizeof why))) {
             json_decref(rec);
             continue;
         }
@@ -624,8 +639,8 @@ static void load_search_from_disk(sweep_runner *R, sweep_result *res) {
             res->probes[j - 1] = t;
         }
     sweep_ladder l;
-    if (sweep_batch_ladder(R->spec, res->mesh, &l) == 0 && l.n > 0)
-        res->capped = l.top_capped && res->batch_size >= sweep_ladder_at(&l, l.n);
+    if (cell_ladder(R, res->mesh, &l) == 0 && l.n > 0)
+        res->capped = res->batch_size >= sweep_ladder_at(&l, l.n) ? l.top_capped : 0;
     sweep_ladder_free(&l);
 }
 
@@ -707,9 +722,9 @@ static int find_max_batch(sweep_runner *R, sweep_result *res) {
     if (R->spec->batch_mode == SWEEP_BATCH_MATCHED)
         sweep_progress(R, m, "max micro-batch %d per DP rank dividing %d: %d micro-batches to global batch %d%s\n", b,
                        m->global_batch / m->dp, m->global_batch / (m->dp * b), m->global_batch,
-                       res->capped ? " (the engine's limit, not the budget's)" : "");
-    else if (res->capped) sweep_progress(R, m, "max batch %d per DP rank (global %d): the engine's limit, not the budget's\n", b,
-                              m->dp * b);
+                       sweep_cap_text(res->capped));
+    else if (res->capped) sweep_progress(R, m, "max batch %d per DP rank (global %d)%s\n", b, m->dp * b,
+                                         sweep_cap_sentence(res->capped));
     else sweep_progress(R, m, "max batch %d per DP rank (global %d)\n", b, m->dp * b);
     return b;
 }

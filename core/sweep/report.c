@@ -5,6 +5,8 @@
 #include "core/sweep/report.h"
 #include "core/common/errmsg.h"
 #include "core/sweep/charts.h"
+#include "core/sweep/machine.h"
+#include "core/sweep/report_cost.h"
 #include "core/sweep/grid.h"
 
 #include <jansson.h>
@@ -32,7 +34,8 @@ static json_t *search_json(const sweep_result *r) {
         return json_null();
     }
     json_object_set_new(search, "plan_batch_size", r->plan_batch >= 0 ? json_integer(r->plan_batch) : json_null());
-    json_object_set_new(search, "capped_at_engine_limit", json_boolean(r->capped));
+    json_object_set_new(search, "capped_at_engine_limit", json_boolean(r->capped == SWEEP_CAP_ENGINE));
+    json_object_set_new(search, "capped_at_data_limit", json_boolean(r->capped == SWEEP_CAP_DATA));
     for (int p = 0; p < r->n_probes; p++) {
         const sweep_probe *pr = &r->probes[p];
         char prec[SWEEP_CELL_NAME_MAX + 48];
@@ -125,8 +128,9 @@ static json_t *mesh_json(const sweep_report_ctx *c, const sweep_result *r, doubl
     if (c->plan_only) {
         json_t *fits = sweep_record_get(r->record, "fits");
         json_object_set_new(m, "fits", json_is_boolean(fits) ? json_incref(fits) : json_null());
-        json_object_set_new(m, "capped_at_engine_limit", json_boolean(r->capped));
+        json_object_set_new(m, "capped_at_engine_limit", json_boolean(r->capped == SWEEP_CAP_ENGINE));
         mem_json(r, 1, m);
+        sweep_cost_mesh_json(c, r, m);
         return m;
     }
     json_object_set_new(m, "resumed", json_boolean(r->resumed));
@@ -138,6 +142,7 @@ static json_t *mesh_json(const sweep_report_ctx *c, const sweep_result *r, doubl
     json_object_set_new(m, "mfu", num_or_null(sweep_record_num(r->record, "summary.mfu")));
     json_object_set_new(m, "mfu_share", num_or_null(sweep_mfu_share(r)));
     json_object_set_new(m, "step_ms_median", num_or_null(sweep_record_num(r->record, "summary.step_ms_median")));
+    sweep_cost_mesh_json(c, r, m);
     mem_json(r, 0, m);
     json_object_set_new(m, "final_loss", num_or_null(sweep_record_num(r->record, "summary.final_loss")));
     json_object_set_new(m, "final_eval_loss", num_or_null(sweep_record_num(r->record, "summary.final_eval_loss")));
@@ -218,6 +223,7 @@ int sweep_write_summary_json(const sweep_report_ctx *c, char *err, size_t el) {
         json_object_set_new(root, "global_batch", s->global_batch ? json_integer(s->global_batch) : json_null());
     json_object_set_new(root, "target_loss", num_or_null(target));
     json_object_set_new(root, "target_loss_from", json_string(s->target_loss > 0 ? "spec" : "highest final loss"));
+    json_object_set_new(root, "machine", c->machine ? sweep_machine_json(c->machine) : json_null());
     int n_ok = 0;
     for (int i = 0; i < c->n; i++) {
         n_ok += strcmp(c->res[i].status, c->plan_only ? "planned" : "ok") == 0;
@@ -261,7 +267,8 @@ int sweep_write_summary_csv(const sweep_report_ctx *c, char *err, size_t el) {
     for (int k = 0; k < s->n_axes; k++) sweep_sb_printf(&b, "%s,", s->axes[k].key);
     sweep_sb_printf(&b, "mesh,dp,tp,batch_size,global_batch,%stok_s,tok_s_per_rank,mfu,peak_bytes", matched ? "grad_accum," : "");
     for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(&b, ",%s_bytes", mem_cat_names[k]);
-    sweep_sb_printf(&b, ",final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,status\n");
+    sweep_sb_printf(&b, ",final_loss,final_eval_loss,mfu_share,seconds_to_target_loss,predicted_step_ms,measured_step_ms,"
+                        "prediction_error,status\n");
     double target = c->plan_only ? NAN : sweep_target_loss(c);
     const char *peak = c->plan_only ? "peak" : "memory.peak", *cat = c->plan_only ? "by_category" : "memory.by_category";
     for (int i = 0; i < c->n; i++) {
@@ -285,6 +292,11 @@ int sweep_write_summary_csv(const sweep_report_ctx *c, char *err, size_t el) {
         csv_num(&b, sweep_record_num(r->record, "summary.final_eval_loss"), "%.6f");
         csv_num(&b, sweep_mfu_share(r), "%.6f");
         csv_num(&b, sweep_seconds_to_loss(r, target, NULL), "%.3f");
+        double pm = sweep_predicted_ms(c, r);
+        double mm = c->plan_only || strcmp(r->status, "ok") ? NAN : sweep_record_num(r->record, "summary.step_ms_median");
+        csv_num(&b, pm, "%.4f");
+        csv_num(&b, mm, "%.4f");
+        csv_num(&b, isfinite(pm) && isfinite(mm) && mm > 0 ? pm / mm - 1 : NAN, "%.4f");
         sweep_sb_printf(&b, "%s\n", r->status);
     }
     return sweep_sb_write(&b, c->dir, "summary.csv", err, el);

@@ -127,7 +127,7 @@ static void batch_text(const sweep_report_ctx *c, const sweep_result *r, char *o
     char acc[32] = "";
     if (n > 0) snprintf(acc, sizeof acc, " × %d", n);
     if (r->batch_size > 0)
-        snprintf(out, cap, "%d%s%s%s%s", r->batch_size, acc, r->capped ? " (engine limit)" : "",
+        snprintf(out, cap, "%d%s%s%s%s", r->batch_size, acc, sweep_cap_text(r->capped),
                  is_good(c, r) ? "" : " ", is_good(c, r) ? "" : r->status);
     else snprintf(out, cap, "— %s", r->status[0] ? r->status : "not run");
 }

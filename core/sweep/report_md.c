@@ -5,6 +5,7 @@
  * Not the tables (core/sweep/report.c), not the charts (core/sweep/charts.c). */
 #include "core/sweep/report.h"
 #include "core/sweep/charts.h"
+#include "core/sweep/report_cost.h"
 #include "core/common/errmsg.h"
 #include "core/sweep/grid.h"
 
@@ -61,6 +62,17 @@ static void answers(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
                 big = i;
     if (c->plan_only) {
         const sweep_result *r = &c->res[big];
+        if (r->batch_size == 0) { /* no mesh fits even one sequence: say so, and what one needs */
+            int least = big;
+            for (int i = 0; i < c->n; i++)
+                if (sweep_record_num(c->res[i].record, "batch_1_needs.peak") <
+                    sweep_record_num(c->res[least].record, "batch_1_needs.peak"))
+                    least = i;
+            sweep_sb_printf(b, "No %s fits the memory budget even at batch 1: batch 1 needs %.1f MiB per rank at the "
+                               "least (%s). No run was launched: these are plans.\n\n", grid ? "cell" : "mesh",
+                            sweep_record_num(c->res[least].record, "batch_1_needs.peak") / MiB, c->res[least].mesh->name);
+            return;
+        }
         if (matched)
             sweep_sb_printf(b, "Largest planned micro-batch: **%s**, %d per DP rank (%d micro-batches to global batch %d), "
                                "planned peak %.1f MiB per rank. ", r->mesh->name, r->batch_size, sweep_grad_accum(r),
@@ -104,6 +116,30 @@ static void share_text(int ranks, int cores, char *out, size_t cap) {
     if (cores >= ranks) snprintf(out, cap, "a core of its own");
     else if (ranks % cores == 0) snprintf(out, cap, "1/%d of a core", ranks / cores);
     else snprintf(out, cap, "%.2f of a core", (double)cores / ranks);
+}
+
+/* Ranks that ran other BLAS kernels (OpenBLAS picks them per CPU, or by OPENBLAS_CORETYPE: env.blas_by_host
+ * of the record): their losses agree with a run on one host to rounding, not bit for bit. */
+static void blas_note(sweep_sbuf *b, const sweep_report_ctx *c) {
+    int first = 1;
+    for (int i = 0; i < c->n; i++) {
+        if (!json_is_true(sweep_record_get(c->res[i].record, "env.blas_hosts_differ"))) continue;
+        if (first) sweep_sb_printf(b, "\n**Note:** the ranks ran different BLAS kernels in");
+        sweep_sb_printf(b, "%s %s (", first ? "" : ";", c->res[i].mesh->name);
+        first = 0;
+        json_t *by = sweep_record_get(c->res[i].record, "env.blas_by_host");
+        const char *h;
+        json_t *v;
+        int k = 0;
+        json_object_foreach(by, h, v) {
+            const char *core = json_string_value(json_object_get(v, "core"));
+            sweep_sb_printf(b, "%s`%s` %s", k++ ? ", " : "", h, core ? core : "?");
+        }
+        sweep_sb_printf(b, ")");
+    }
+    if (!first)
+        sweep_sb_printf(b, ": their losses agree with a run on one host to rounding, not bit for bit (env.blas_by_host "
+                           "of each record; OpenBLAS picks kernels per CPU, or by OPENBLAS_CORETYPE).\n");
 }
 
 static void cores_paragraph(sweep_sbuf *b, const sweep_report_ctx *c) {
@@ -156,6 +192,7 @@ static void cores_paragraph(sweep_sbuf *b, const sweep_report_ctx *c) {
                                "cross the network; launch with `--map-by slot` or `--npernode N` (N a multiple of "
                                "tp = %d) so that each group of %d consecutive ranks is on one host.\n",
                             c->res[i].mesh->name, c->res[i].mesh->tp, c->res[i].mesh->tp);
+    blas_note(b, c);
     sweep_sb_printf(b, "\n");
 }
 
@@ -238,8 +275,15 @@ static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
         const sweep_result *r = &c->res[i];
         if (r->record) sweep_sb_printf(b, "| [%s](runs/%s.plan.json) ", r->mesh->name, r->mesh->name);
         else sweep_sb_printf(b, "| %s ", r->mesh->name); /* no plan file to link to */
+        double need1 = sweep_record_num(r->record, "batch_1_needs.peak");
+        if (r->batch_size == 0 && need1 == need1) { /* nothing fits: batch 1's need, not a peak of zero */
+            sweep_sb_printf(b, "| %d | %d | none fits | 0 | batch 1 needs %.1f ", r->mesh->dp, r->mesh->tp, need1 / MiB);
+            for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(b, "| ");
+            sweep_sb_printf(b, "| no | %s |\n", r->status);
+            continue;
+        }
         sweep_sb_printf(b, "| %d | %d | %d%s | %d | ", r->mesh->dp, r->mesh->tp, r->batch_size,
-                        r->capped ? " (engine limit)" : "", sweep_global_batch(r));
+                        sweep_cap_text(r->capped), sweep_global_batch(r));
         md_num(b, sweep_record_num(r->record, "peak") / MiB, "%.1f");
         for (int k = 0; k < MEM_NCAT; k++) {
             char path[64];
@@ -270,10 +314,10 @@ static void max_batch_section(sweep_sbuf *b, const sweep_report_ctx *c) {
         if (!r->n_probes) sweep_sb_printf(b, " none");
         if (c->spec->batch_mode == SWEEP_BATCH_MATCHED)
             sweep_sb_printf(b, " → micro-batch **%d** per DP rank × %d (global %d)%s\n", r->batch_size, sweep_grad_accum(r),
-                            sweep_global_batch(r), r->capped ? ": the engine's own batch limit, not the memory budget's" : "");
+                            sweep_global_batch(r), sweep_cap_sentence(r->capped));
         else
             sweep_sb_printf(b, " → **%d** per DP rank (global %d)%s\n", r->batch_size, r->mesh->dp * r->batch_size,
-                            r->capped ? ": the engine's own batch limit, not the memory budget's" : "");
+                            sweep_cap_sentence(r->capped));
     }
     sweep_sb_printf(b, "\n");
 }
@@ -299,6 +343,7 @@ static const char *chart_title(const sweep_report_ctx *c, const char *n, char *b
         {"throughput", "Throughput and MFU (one core per rank, and the core share)", "throughput.dat"},
         {"memory", "Peak memory per rank by category", "memory.dat"},
         {"max_batch", "Batch vs TP degree", "max_batch.dat"},
+        {"prediction", "Predicted against measured step time", "prediction.dat"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(t[i].name, n) == 0) return t[i].title;
@@ -372,6 +417,7 @@ int sweep_write_report_md(const sweep_report_ctx *c, int charts_ok, char *err, s
     if (c->plan_only) plan_table(&b, c);
     else run_table(&b, c, target);
     sweep_md_grid_tables(&b, c);
+    sweep_report_cost_section(&b, c);
     if (sweep_batch_searched(s) && !c->plan_only) max_batch_section(&b, c);
     if ((s->batch_mode == SWEEP_BATCH_GLOBAL || s->batch_mode == SWEEP_BATCH_MATCHED) && !c->plan_only)
         sweep_md_deviation_section(&b, c);

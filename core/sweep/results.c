@@ -240,3 +240,12 @@ void sweep_loss_deviation_setting(const sweep_result *res, int n, int setting, s
         }
     }
 }
+
+const char *sweep_cap_text(int capped) {
+    return capped == SWEEP_CAP_DATA ? " (data limit)" : capped ? " (engine limit)" : "";
+}
+const char *sweep_cap_sentence(int capped) {
+    return capped == SWEEP_CAP_DATA ? ": the most the token files hold as distinct sequences (the train steps and the "
+                                      "eval batches), not the memory budget's"
+           : capped ? ": the engine's own batch limit, not the memory budget's" : "";
+}

@@ -25,13 +25,19 @@ typedef struct sweep_result {
     char error[1024];       /* first part of the record's error, "" when ok */
     int resumed;            /* the measured run was found complete (in this folder, from an earlier invocation) */
     char finished[24];      /* resumed: when its record was written (UTC, ISO 8601); "" otherwise */
-    int capped;             /* max mode: the batch is the engine's own limit, not the memory budget's */
+    int capped;             /* max mode: the batch is a limit, not the memory budget's: SWEEP_CAP_ENGINE (the
+                               engine's own) or SWEEP_CAP_DATA (the token files hold no more distinct sequences) */
     double elapsed_s;       /* of the measured run; < 0 when resumed or not run */
     int plan_batch;         /* max mode: the plan's candidate; -1 when no plan */
     int n_probes;
     sweep_probe probes[SWEEP_MAX_PROBES];
     json_t *record;         /* the run record (owned; NULL when none could be read); the plan with --plan-only */
 } sweep_result;
+
+enum { SWEEP_CAP_ENGINE = 1, SWEEP_CAP_DATA = 2 };
+/* " (engine limit)", " (data limit)" or "" for a table cell; the long form for a sentence */
+const char *sweep_cap_text(int capped);
+const char *sweep_cap_sentence(int capped);
 
 /* The largest relative loss deviation from a reference mesh (equivalence mode). */
 typedef struct sweep_deviation {
@@ -57,6 +63,7 @@ typedef struct sweep_report_ctx {
     const char *created_utc;    /* the folder (earlier than started_utc when resumed) */
     const char *stamp;          /* the folder's name */
     int plan_only;              /* records are plans (meshsweep.plan/1), status "planned" */
+    const struct sweep_machine *machine;  /* the machine model behind the predictions (core/sweep/machine.h); may be NULL */
 } sweep_report_ctx;
 
 /* Numbers from a run record by dotted path ("summary.tok_s"); NAN when absent or null. */

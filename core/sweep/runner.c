@@ -10,8 +10,11 @@
 #include "core/formats/config.h"
 #include "core/sweep/folder.h"
 #include "core/sweep/grid.h"
+#include "core/sweep/inputs.h"
 #include "core/sweep/launch.h"
+#include "core/sweep/machine.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -109,8 +112,9 @@ static int on_path(const char *prog) {
     }
 }
 
-/* Spec faults that would fail every mesh: one line "KEY: problem", exit 2, before anything runs. */
-static int check_inputs(const sweep_spec *s, int plan_only, char *err, size_t el) {
+/* Spec faults that would fail every mesh: one line "KEY: problem", exit 2, before anything runs. The
+ * token files are opened as train opens them (in->, core/sweep/inputs.h) unless only plans are made. */
+static int check_inputs(const sweep_spec *s, int plan_only, sweep_inputs *in, char *err, size_t el) {
     char why[PATH_MAX + 200];
     model_config cfg;
     if (config_resolve(&cfg, s->model, why, sizeof why) != 0) {
@@ -131,7 +135,89 @@ static int check_inputs(const sweep_spec *s, int plan_only, char *err, size_t el
                  strchr(s->launcher[0], '/') ? "an executable file" : "a program on PATH");
         return -1;
     }
+    if (sweep_inputs_open(s, in, err, el)) return -1;
+    /* every cell's batch must be distinct sequences of the files: G for a step, and its eval batches */
+    for (int i = 0; i < s->n_cells; i++) {
+        const sweep_mesh *m = &s->cells[i];
+        int need = m->batch_size > 0 ? m->batch_size : 1, G = m->dp * need, T = m->seq_len;
+        if (sweep_inputs_max_batch(in, m, 0) < need) {
+            snprintf(err, el, "data: %s holds %lld sequences of %d tokens, fewer than one global batch of %d (cell %s)",
+                     s->data, (long long)((in->data_tokens - 1) / T), T, G, m->name);
+            return -1;
+        }
+        if (sweep_inputs_max_batch(in, m, 1) < need) {
+            snprintf(err, el, "eval_data: %s holds %lld sequences of %d tokens, fewer than %d eval batches of %d (cell %s)",
+                     s->eval_data, (long long)((in->eval_tokens - 1) / T), T, in->eval_batches, G, m->name);
+            return -1;
+        }
+    }
     return 0;
+}
+
+/* The spec key behind the first build/train option a refusal names ("--seq-len 2048 exceeds ..." ->
+ * seq_len); an option the runner does not set came from extra_args. */
+static const char *key_of(const char *msg) {
+    const char *p = strstr(msg, "--");
+    if (!p) return "the cell";
+    char opt[48];
+    size_t n = strspn(p, "-abcdefghijklmnopqrstuvwxyz");
+    snprintf(opt, sizeof opt, "%.*s", (int)(n < sizeof opt ? n : sizeof opt - 1), p);
+    const char *k = sweep_owned_option(opt);
+    return k ? k : "extra_args";
+}
+
+/* The cells' measured runs, as plans (train --plan with the run's options, SWEEP_ARGV_CHECK): when train
+ * would refuse every one of them (exit 2: seq_len past the model's positions, an unknown gpu, gpu with
+ * a byte budget, warmup not below steps, an unknown option in extra_args, a tp that divides no cell's
+ * heads, ...), the sweep stops here, naming the key of the first refusal, before a folder is made. A
+ * cell that train accepts ends the check (a plan takes milliseconds; usually one is made); the cells
+ * refused while others are not are the sweep's to record as failed, as any run that fails. A cell
+ * that only does not fit (exit 3) is not a fault of the spec. 0, or -1 with err. */
+static int check_cells(const sweep_runner *R, char *err, size_t el) {
+    const sweep_spec *s = R->spec;
+    char dir[] = "/tmp/meshsweep-check.XXXXXX";
+    if (!mkdtemp(dir)) return 0; /* nowhere to check: the launches will say it */
+    char out[PATH_MAX], log[PATH_MAX];
+    snprintf(out, sizeof out, "%s/plan.json", dir);
+    snprintf(log, sizeof log, "%s/plan.log", dir);
+    int rc = 0, refused = 0;
+    for (int i = 0; i < s->n_cells && refused == i; i++) {
+        const sweep_mesh *m = &s->cells[i];
+        sweep_argv a = {0};
+        if (sweep_train_argv(s, m, SWEEP_ARGV_CHECK, m->batch_size > 0 ? m->batch_size : 1, R->train, out, &a)) {
+            sweep_argv_free(&a);
+            break;
+        }
+        const char *env[] = {"OPENBLAS_NUM_THREADS=1", NULL};
+        sweep_launch_opts lo = {.argv = a.v, .log_path = log, .timeout_s = 60, .env_default = env};
+        sweep_launch_result lr;
+        if (sweep_launch(&lo, &lr) == 0 && lr.outcome == SWEEP_LAUNCH_EXITED && lr.exit_code == 2) {
+            char line[700] = "", tail[4000];
+            sweep_tail_lines(log, 20, tail, sizeof tail);
+            for (char *t = strtok(tail, "\n"); t; t = strtok(NULL, "\n"))
+                if (!strncmp(t, "train: ", 7)) snprintf(line, sizeof line, "%s", t + 7);
+            if (!refused) snprintf(err, el, "%s: build/train refuses cell %s: %s", key_of(line), m->name,
+                                   line[0] ? line : "(no reason given)");
+            refused++;
+        }
+        sweep_argv_free(&a);
+    }
+    DIR *d = opendir(dir); /* whatever the plans left (a stand-in train may write more) */
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[PATH_MAX];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p)
+            unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+    if (refused == s->n_cells && s->n_cells > 0) {
+        if (s->n_cells > 1) { /* say it is every cell, not only the one named */
+            size_t n = strlen(err);
+            snprintf(err + n, el > n ? el - n : 0, " (and every other cell)");
+        }
+        rc = -1;
+    }
+    return rc;
 }
 
 /* ---- setting up ------------------------------------------------------------------------------- */
@@ -179,11 +265,13 @@ static int prepare_folder(sweep_runner *R, const char *base, const sweep_run_opt
         return SWEEP_EXIT_IO;
     }
     json_t *idj = sweep_identity_json(&id);
+    if (R->inputs) json_object_set(idj, "inputs", R->inputs->fingerprints); /* the inputs' contents */
     int kind = o->plan_only ? SWEEP_FOLDER_PLAN : SWEEP_FOLDER_RUN;
     R->resumed = !o->fresh && !o->plan_only &&
                  sweep_folder_find(base, s->json, idj, kind, R->dir, sizeof R->dir, why, sizeof why);
     int rc = 0;
     if (R->resumed) {
+        if (why[0]) fprintf(stderr, "sweep: %s; resuming %s, this runner's latest\n", why, R->dir); /* passed over */
         int l = sweep_folder_lock(R->dir, lock_fd);
         if (l != 0) rc = l == -2 ? SWEEP_EXIT_USAGE : SWEEP_EXIT_IO;
     } else {
@@ -258,7 +346,8 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
     const char *gp = getenv("MESHSWEEP_GNUPLOT");
     sweep_report_ctx c = {.spec = s, .res = res, .n = s->n_cells, .dir = R->dir, .plots_dir = R->plots,
                           .gnuplot = gp && *gp ? gp : "gnuplot", .started_utc = started,
-                          .created_utc = created[0] ? created : started, .stamp = R->stamp, .plan_only = plan_only};
+                          .created_utc = created[0] ? created : started, .stamp = R->stamp, .plan_only = plan_only,
+                          .machine = R->machine};
     int ok = 1, status = 0;
     if (sweep_write_plot_data(&c, err, sizeof err)) {
         fprintf(stderr, "sweep: %s\n", err);
@@ -288,9 +377,10 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
             else
                 fprintf(stderr, "sweep: %s%sloss deviation: nothing to compare\n", label, *label ? ": " : "");
         }
-    int n_ok = 0;
+    int n_ok = 0, n_failed = 0;
     const char *want = plan_only ? "planned" : "ok";
     for (int i = 0; i < s->n_cells; i++) n_ok += strcmp(res[i].status, want) == 0;
+    for (int i = 0; i < s->n_cells; i++) n_failed += !strcmp(res[i].status, "failed") || !strcmp(res[i].status, "timeout");
     if (status != SWEEP_EXIT_INTERRUPTED) {
         if (report_ok)
             fprintf(stderr, "sweep: %d of %d %s %s; report: %s/report.md\n", n_ok, s->n_cells,
@@ -299,6 +389,11 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
             fprintf(stderr, "sweep: %d of %d %s %s; no report (see above); results so far in %s\n", n_ok,
                     s->n_cells, plan_only ? (s->n_axes ? "cells" : "meshes") : "runs", want, R->dir);
         if (!ok || !charts_ok || !report_ok || R->io_error) status = SWEEP_EXIT_IO;
+        /* a sweep whose every run failed has answered nothing: not a success */
+        if (n_failed == s->n_cells && s->n_cells > 0) {
+            fprintf(stderr, "sweep: every run failed (the reasons are in %s/runs/*.log)\n", R->dir);
+            status = SWEEP_EXIT_IO;
+        }
     }
     return status;
 }
@@ -341,15 +436,29 @@ static int run_all(sweep_runner *R, const char *started, int plan_only) {
     return status;
 }
 
+static int run_checked(sweep_runner *R, const sweep_run_opts *o);
 static int run_spec(sweep_runner *R, const sweep_run_opts *o) {
     const sweep_spec *s = R->spec;
     char err[PATH_MAX + 300];
     int rc = setup_runner(R, o);
     if (rc) return rc;
-    if (check_inputs(s, o->plan_only, err, sizeof err) != 0) {
+    sweep_inputs in = {0};
+    if (check_inputs(s, o->plan_only, &in, err, sizeof err) != 0 || (!o->dry_run && check_cells(R, err, sizeof err))) {
         fprintf(stderr, "sweep: %s: %s\n", o->spec_path, err);
+        sweep_inputs_free(&in);
         return SWEEP_EXIT_USAGE;
     }
+    R->inputs = o->plan_only ? NULL : &in;
+    rc = run_checked(R, o);
+    R->inputs = NULL;
+    sweep_inputs_free(&in);
+    return rc;
+}
+
+/* run_spec once the spec and its inputs are checked */
+static int run_checked(sweep_runner *R, const sweep_run_opts *o) {
+    const sweep_spec *s = R->spec;
+    int rc;
     char base[PATH_MAX];
     int bl = snprintf(base, sizeof base, "%s/%s", o->out_dir ? o->out_dir : s->results_dir, s->name);
     if (bl < 0 || bl > PATH_MAX - 600) { /* room for /<stamp>/runs/<mesh>.probe-b<N>.json and friends */
@@ -375,7 +484,11 @@ static int run_spec(sweep_runner *R, const sweep_run_opts *o) {
         sweep_count_text(s, what, sizeof what);
         fprintf(stderr, "sweep: %s: %s%s, %s %s\n", s->name, what, o->plan_only ? " (plans only)" : "",
                 R->resumed ? "resuming" : "writing to", R->dir);
-        rc = run_all(R, started, o->plan_only);
+        sweep_machine mi;
+        R->machine = &mi;
+        rc = sweep_machine_prepare(R, o->plan_only, &mi);
+        if (!rc) rc = run_all(R, started, o->plan_only);
+        R->machine = NULL;
     }
     if (lock_fd >= 0) close(lock_fd); /* the lock file stays; only the flock on it counts */
     return rc;
@@ -391,6 +504,7 @@ int sweep_run(const sweep_run_opts *o) {
     sweep_runner R;
     memset(&R, 0, sizeof R);
     R.spec = &spec;
+    R.spec_path = o->spec_path;
     int rc = run_spec(&R, o);
     sweep_spec_free(&spec);
     return rc;

@@ -41,8 +41,9 @@ typedef struct sweep_run_opts {
     int plan_only;              /* plans only: no launches, plan-based summary, charts, report */
 } sweep_run_opts;
 
-/* Runs the sweep; returns the program's exit status: 0 completed (even with failed runs), 1 I/O
- * error, 2 bad spec, bad input file or usage, or the folder is in use, 130 interrupted. */
+/* Runs the sweep; returns the program's exit status: 0 completed (some runs may have failed), 1 I/O
+ * error or every run failed, 2 bad spec, bad input file or usage (found before anything runs), or
+ * the folder is in use, 130 interrupted. */
 int sweep_run(const sweep_run_opts *o);
 
 /* ---- shared by core/sweep/runner.c and core/sweep/mesh_runs.c ---------------------------------------- */
@@ -62,6 +63,9 @@ typedef struct sweep_runner {
     int idx;                    /* 1-based index of the mesh in progress, for "[i/n]" */
     const char *env_default[8]; /* NAME=VALUE set in the child unless set */
     const char *forward_env[4]; /* names passed on with "-x NAME" to an Open MPI launcher */
+    const char *spec_path;      /* the spec file (build/calibrate measures its steps) */
+    struct sweep_machine *machine; /* the machine model of the predictions (core/sweep/machine.h) */
+    const struct sweep_inputs *inputs; /* what the inputs hold (core/sweep/inputs.h); NULL with --plan-only */
 } sweep_runner;
 
 void sweep_progress(const sweep_runner *R, const sweep_mesh *m, const char *fmt, ...)

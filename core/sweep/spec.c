@@ -671,7 +671,8 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
     int rc = 0;
 #define P(x) rc |= sweep_argv_push(a, (x))
 #define PF(...) rc |= sweep_argv_pushf(a, __VA_ARGS__)
-    if (kind != SWEEP_ARGV_PLAN)
+    int planned = kind == SWEEP_ARGV_PLAN || kind == SWEEP_ARGV_CHECK;
+    if (!planned)
         for (int i = 0; i < s->n_launcher; i++) {
             rc |= push_launcher_elem(a, s->launcher[i], s->world);
             /* Open MPI passes only OMPI_* variables to remote ranks: name the others the runner sets */
@@ -681,7 +682,7 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
             }
         }
     P(train_path);
-    if (kind == SWEEP_ARGV_PLAN) {
+    if (planned) {
         P("--plan");
         P("--world");
         PF("%d", s->world);
@@ -703,7 +704,7 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
     }
     P("--seq-len");
     PF("%d", m->seq_len);
-    if (m->mem_budget) {
+    if (m->mem_budget && !(kind == SWEEP_ARGV_CHECK && !s->gpu && !strcmp(m->mem_budget, "auto"))) { /* auto: the device's */
         P("--mem-budget");
         P(m->mem_budget);
     }
@@ -723,7 +724,7 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
         rc |= push_double(a, s->lr);
         P("--data");
         P(s->data);
-        if (kind == SWEEP_ARGV_RUN && s->eval_data && s->eval_every > 0) {
+        if (kind != SWEEP_ARGV_PROBE && s->eval_data && s->eval_every > 0) {
             P("--eval-data");
             P(s->eval_data);
             P("--eval-every");
@@ -750,7 +751,11 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
             rc |= push_double(a, s->weight_decay);
         }
     }
-    for (int i = 0; i < s->n_extra_args; i++) P(s->extra_args[i]);
+    for (int i = 0; i < s->n_extra_args; i++) { /* a plan refuses --save (nothing is trained): not checked there */
+        int save = !strcmp(s->extra_args[i], "--save"), save_eq = !strncmp(s->extra_args[i], "--save=", 7);
+        if (kind == SWEEP_ARGV_CHECK && (save || save_eq)) i += save;
+        else P(s->extra_args[i]);
+    }
     P("--out");
     P(out_path);
 #undef P

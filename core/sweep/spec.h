@@ -130,6 +130,8 @@ enum sweep_launch_kind {
     SWEEP_ARGV_RUN = 1,    /* a measured run: the spec's steps, eval */
     SWEEP_ARGV_PROBE,      /* a max-batch probe: --steps 2, no eval */
     SWEEP_ARGV_PLAN,       /* build/train --plan --batch-size max (or the batch given): one process, no launcher */
+    SWEEP_ARGV_CHECK,      /* the measured run's options as a plan (--plan --world W, no launcher): what train
+                              refuses of a cell, found before anything is launched */
 };
 /* The spec key behind an option of build/train that the runner sets itself ("--tp" -> "meshes",
  * also "--tp=2"), or NULL when the option is free for extra_args. */

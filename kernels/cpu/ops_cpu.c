@@ -47,7 +47,7 @@ static inline float fexp(float x) {
     x += lo > 0.0f ? lo : 0.0f;
     x -= hi > 0.0f ? hi : 0.0f;
     /* round to nearest integer: adding 1.5·2^23 pushes the fraction bits out */
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float t = x * 1.44269504088896341f + 12582912.0f, n = t - 12582912.0f;
     float r = x - n * 0.693359375f;
     r = r + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -58,11 +58,15 @@ static inline float fexp(float x) {
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
     /* 2^n in two halves so that n = 128 (x near 88.3) does not overflow the exponent field */
-    int32_t ni = (int32_t)n;
+    /* n as an integer from t's low mantissa bits (t = 1.5*2^23 + n), not by converting a float that
+     * may be NaN (undefined behaviour); the shifts are unsigned, so a NaN's garbage exponent is defined
+     * too (the result is NaN through p either way) */
+    union { float f; int32_t i; } tb = {t};
+    int32_t ni = tb.i - 0x4B400000;
     int32_t n1 = ni / 2, n2 = ni - n1;
     union { int32_t i; float f; } s1, s2;
-    s1.i = (n1 + 127) << 23;
-    s2.i = (n2 + 127) << 23;
+    s1.i = (int32_t)((uint32_t)(n1 + 127) << 23);
+    s2.i = (int32_t)((uint32_t)(n2 + 127) << 23);
     return p * s1.f * s2.f;
 }
 
@@ -590,6 +594,15 @@ SIMD_CLONES static void cpu_scale_inplace(float *restrict y, float s, size_t n) 
     for (size_t i = 0; i < n; i++) y[i] *= s;
 }
 
+/* the composition the op promises (the CPU table has no compute copy of its own: pc is a plain copy) */
+static void cpu_adamw_fused(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                            float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    if (gscale != 1.0f) cpu_scale_inplace(g, gscale, n);
+    cpu_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2);
+    if (pc && n) memcpy(pc, p, n * sizeof(float));
+    if (zero_g && n) memset(g, 0, n * sizeof(float));
+}
+
 /* eight double partial sums: breaks the add latency chain without changing the precision class,
  * and is one zmm of doubles in the AVX-512 clone (four scalar sums did not vectorise) */
 SIMD_CLONES static double cpu_sumsq1(const float *restrict x, size_t n) {
@@ -660,6 +673,8 @@ const ops_t ops_cpu = {
 /* BLAS setup and the measured peak                                                           */
 
 void cpu_blas_init(void) { openblas_set_num_threads(1); }
+const char *cpu_blas_config(void) { return openblas_get_config(); }
+const char *cpu_blas_core(void) { return openblas_get_corename(); }
 
 static double now_s(void) {
     struct timespec ts;

@@ -36,6 +36,8 @@ const char *cuda_device_name(void);
  * H100/H200 SXM (and GH200) 989, H100 PCIe 756, H100 NVL 835, A100 312; 0 when unknown
  * (the engine then needs --peak-tflops for MFU). */
 double cuda_peak_bf16_tflops(const char *name);
+/* the device memory's bandwidth in GB/s from the datasheet, by device name (same devices; 0 otherwise) */
+double cuda_peak_bw_gbs(const char *name);
 /* Bytes the stream-ordered pool behind ops_cuda.dev_alloc reserves on the device now, and its
  * high-water mark (0, 0 before the first allocation, or when the pool is not used). */
 void cuda_pool_reserved(uint64_t *now_b, uint64_t *high_b);
@@ -62,14 +64,16 @@ void cuda_matmul_backward_bf16(uint16_t *din, float *dw, const uint16_t *dout, c
  * cbytes = 2; to_compute rounds fp32 to bf16. The per-op list is at the top of ops_cuda_bf16.cu. */
 extern const ops_t ops_cuda_bf16;
 
-/* ---- attention on tensor cores (kernels/cuda/attention.cu) ----
+/* ---- attention on tensor cores (kernels/cuda/attention*.cu) ----
  * 1 when the bf16 table's attention of head dimension hd runs on the mma.sync kernels; their
- * launches so far (tests check which path ran); one warp computing D[16][8] = A[16][16]·B[16][8]
- * + C[16][8] (row-major device arrays, A and B bf16) through the kernels' fragment loads and mma,
- * with `transposed` != 0 filling A's fragment transposed (a wrong layout, for the self-test). */
+ * (mma kernel) launches so far (tests check which path ran); one warp computing D[16][8] =
+ * A[16][16]·B[16][8] + C[16][8] (row-major device arrays, A and B bf16) through the kernels' own
+ * instructions: mode 0 fragments by scalar loads, 2 by cp.async + ldmatrix (A x4, B x2.trans) as the
+ * kernels load them; 1 and 3 the same with a wrong layout (A transposed; B by the plain x2), which a
+ * self-test must see fail. */
 int cuda_attention_tensor_cores(int hd);
 long cuda_attention_tc_launches(void);
-void cuda_mma_selftest(float *d, const uint16_t *a, const uint16_t *b, const float *c, int transposed);
+void cuda_mma_selftest(float *d, const uint16_t *a, const uint16_t *b, const float *c, int mode);
 
 /* ---- timing for bench/gpu_bench.c (kernels/cuda/timing.cu) ----
  * Milliseconds per call of fn(arg), which launches work on the default stream: warmup calls, then

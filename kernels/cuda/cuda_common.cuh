@@ -113,7 +113,7 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
 }
 
 /* ---- storage types: fp32 and bf16 ----------------------------------------------------------
- * The kernels of ops_cuda.cu and attention.cu are templates on the storage type S of their
+ * The kernels of ops_cuda.cu and attention_scalar.cu are templates on the storage type S of their
  * compute-precision (C-typed) arguments: S = float for ops_cuda, S = bf16s for ops_cuda_bf16.
  * They always load into float, compute in float and store through cstore, so the fp32
  * instantiation is the plain fp32 code (cload/cstore are the identity there). bf16s is a struct,
@@ -137,6 +137,48 @@ static __device__ __forceinline__ float cload(const bf16s *p, size_t i) {
 static __device__ __forceinline__ void cstore(float *p, size_t i, float v) { p[i] = v; }
 static __device__ __forceinline__ void cstore(bf16s *p, size_t i, float v) { p[i].bits = bf16_round_bits(v); }
 
+/* ---- 16-byte accesses of 8 consecutive elements ---------------------------------------------
+ * ld8 / st8 move 8 elements of storage type S between memory and 8 floats: one 16-byte access for
+ * bf16, two for fp32. p must be 16-byte aligned (al16 on the host decides a kernel's path; the
+ * element-wise kernels take it when every pointer is aligned and fall back to 1-element accesses
+ * otherwise). The arithmetic per element is the same either way. */
+struct alignas(16) vec16 {
+    uint32_t w[4];
+};
+static __device__ __forceinline__ void ld8(float f[8], const bf16s *p) {
+    const vec16 x = *reinterpret_cast<const vec16 *>(p);
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        f[2 * u] = __uint_as_float(x.w[u] << 16);
+        f[2 * u + 1] = __uint_as_float(x.w[u] & 0xffff0000u);
+    }
+}
+static __device__ __forceinline__ void ld8(float f[8], const float *p) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const vec16 x = *reinterpret_cast<const vec16 *>(p + 4 * h);
+#pragma unroll
+        for (int u = 0; u < 4; u++) f[4 * h + u] = __uint_as_float(x.w[u]);
+    }
+}
+static __device__ __forceinline__ void st8(bf16s *p, const float f[8]) {
+    vec16 x;
+#pragma unroll
+    for (int u = 0; u < 4; u++) x.w[u] = bf16_round_bits(f[2 * u]) | (uint32_t)bf16_round_bits(f[2 * u + 1]) << 16;
+    *reinterpret_cast<vec16 *>(p) = x;
+}
+static __device__ __forceinline__ void st8(float *p, const float f[8]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        vec16 x;
+#pragma unroll
+        for (int u = 0; u < 4; u++) x.w[u] = __float_as_uint(f[4 * h + u]);
+        *reinterpret_cast<vec16 *>(p + 4 * h) = x;
+    }
+}
+/* NULL counts as aligned (an absent optional argument) */
+static inline bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 /* ---- internal entry points shared between the .cu files ------------------------------------ */
 /* device.cu: the process's cuBLAS handle, created on first use */
 cublasHandle_t cuda_cublas(void);
@@ -144,19 +186,18 @@ cublasHandle_t cuda_cublas(void);
 void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Cin, int Cout, int accumulate);
 void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in, const float *w, int N, int Cin,
                           int Cout);
-/* attention.cu: the fp32 entry points of ops_cuda, and the templates they instantiate (defined
- * for S = float and S = bf16s); lse and ws are fp32 in both */
+/* attention.cu: the fp32 entry points of ops_cuda and the bf16 ones of ops_cuda_bf16; lse and ws
+ * are fp32 in both (ws: attention_flash_ws_floats floats, needed by the bf16 tensor-core backward) */
 void cuda_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v, int B,
                             int T, int H, int KV, int hd);
 void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
                              const float *lse, const float *q, const float *k, const float *v, int B, int T, int H,
                              int KV, int hd);
-template <typename S>
-void cuda_attention_forward_t(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,
-                              int hd);
-template <typename S>
-void cuda_attention_backward_t(S *dq, S *dk, S *dv, const S *dout, const S *out, const float *lse, const S *q,
-                               const S *k, const S *v, int B, int T, int H, int KV, int hd);
+void cuda_attention_forward_bf16(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T,
+                                 int H, int KV, int hd);
+void cuda_attention_backward_bf16(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16s *dout, const bf16s *out,
+                                  const float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T,
+                                  int H, int KV, int hd);
 /* ops_cuda.cu: the ops whose arguments have the compute precision, as templates on the storage
  * type S (defined for S = float and S = bf16s; the fp32 ones are what ops_cuda holds). Arguments
  * typed float stay fp32 for both: rstd, the weight gradients of embedding and rmsnorm, the
@@ -185,6 +226,11 @@ template <typename Dt, typename S>
 void cuda_ce_backward_t(Dt *dlogits, const S *logits, const float *mx, const float *se, const int32_t *tgt,
                         float scale, int N, int Vloc, int v_start, int v_valid);
 template <typename S> void cuda_add_inplace_t(S *y, const S *x, size_t n);
+/* the fused AdamW of kernels.h (adamw_fused) with the compute copy pc of storage type C (defined for
+ * C = float and C = bf16s) */
+template <typename C>
+void cuda_adamw_fused_t(float *p, C *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g, float lr,
+                        float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 /* a fresh copy of the ops_cuda table (built at the call, so another translation unit may use it
  * during its own static initialisation, when ops_cuda itself may not be initialised yet) */
 ops_t cuda_ops_fp32_table(void);

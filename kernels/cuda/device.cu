@@ -80,6 +80,20 @@ extern "C" double cuda_peak_bf16_tflops(const char *name) {
     return 0.0;
 }
 
+extern "C" double cuda_peak_bw_gbs(const char *name) {
+    if (!name) return 0.0;
+    /* HBM bandwidth from NVIDIA's datasheets, GB/s */
+    if (strstr(name, "GH200")) return 4000.0;
+    if (strstr(name, "H200")) return 4800.0;
+    if (strstr(name, "H100")) {
+        if (strstr(name, "PCIe")) return 2000.0;
+        if (strstr(name, "NVL")) return 3900.0;
+        return 3350.0;
+    }
+    if (strstr(name, "A100")) return strstr(name, "80GB") ? 2039.0 : 1555.0;
+    return 0.0;
+}
+
 cublasHandle_t cuda_cublas(void) {
     static cublasHandle_t handle;
     static int ready = 0;

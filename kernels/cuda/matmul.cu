@@ -63,8 +63,15 @@ static __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
     return (uint16_t)(u >> 16);
 }
 
-static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, size_t n) {
-    GRID_STRIDE(i, n) dst[i] = f32_to_bf16_bits(src[i]);
+/* vec: both 16-byte aligned, 8 elements a thread (32 bytes in, 16 out), the n % 8 tail one by one */
+static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, size_t n, int vec) {
+    const size_t n8 = vec ? n / 8 : 0;
+    GRID_STRIDE(c, n8) {
+        float f[8];
+        ld8(f, src + 8 * c);
+        st8(reinterpret_cast<bf16s *>(dst) + 8 * c, f);
+    }
+    GRID_STRIDE(j, n - 8 * n8) dst[8 * n8 + j] = f32_to_bf16_bits(src[8 * n8 + j]);
 }
 
 static __global__ void bf16_to_f32_kernel(float *dst, const uint16_t *src, size_t n) {
@@ -73,7 +80,8 @@ static __global__ void bf16_to_f32_kernel(float *dst, const uint16_t *src, size_
 
 extern "C" void cuda_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
     if (n == 0) return;
-    LAUNCH(f32_to_bf16_kernel, grid_for(n, 256), 256, 0, dst, src, n);
+    const int vec = al16(dst) && al16(src);
+    LAUNCH(f32_to_bf16_kernel, grid_for(vec ? (n + 7) / 8 : n, 256), 256, 0, dst, src, n, vec);
 }
 
 extern "C" void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {

@@ -194,32 +194,74 @@ void cuda_rope_backward_t(S *din, const S *dout, const float *tab, int B, int T,
 
 /* ---- SwiGLU ----------------------------------------------------------------------------------- */
 
-template <typename S> static __global__ void swiglu_forward_kernel(S *out, const S *gate, const S *up, size_t n) {
-    GRID_STRIDE(i, n) {
-        const float g = cload(gate, i);
-        cstore(out, i, g / (1.0f + expf(-g)) * cload(up, i));
+static __device__ __forceinline__ float swiglu1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+/* the gradients' increments: silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
+static __device__ __forceinline__ void swiglu_grad1(float d, float g, float u, float *dg, float *du) {
+    const float sg = 1.0f / (1.0f + expf(-g));
+    *dg = d * u * sg * (1.0f + g * (1.0f - sg));
+    *du = d * g * sg;
+}
+
+/* vec: every pointer 16-byte aligned: 8 elements a thread (ld8/st8), the n % 8 tail one by one */
+template <typename S>
+static __global__ void swiglu_forward_kernel(S *out, const S *gate, const S *up, size_t n, int vec) {
+    const size_t n8 = vec ? n / 8 : 0;
+    GRID_STRIDE(c, n8) {
+        float g[8], u[8];
+        ld8(g, gate + 8 * c);
+        ld8(u, up + 8 * c);
+#pragma unroll
+        for (int k = 0; k < 8; k++) g[k] = swiglu1(g[k], u[k]);
+        st8(out + 8 * c, g);
+    }
+    GRID_STRIDE(j, n - 8 * n8) {
+        const size_t i = 8 * n8 + j;
+        cstore(out, i, swiglu1(cload(gate, i), cload(up, i)));
     }
 }
 
-/* silu'(g) = σ(g)·(1 + g·(1 − σ(g))) */
 template <typename S>
-static __global__ void swiglu_backward_kernel(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n) {
-    GRID_STRIDE(i, n) {
-        const float g = cload(gate, i), sg = 1.0f / (1.0f + expf(-g)), d = cload(dout, i);
-        if (dgate) cstore(dgate, i, cload(dgate, i) + d * cload(up, i) * sg * (1.0f + g * (1.0f - sg)));
-        if (dup) cstore(dup, i, cload(dup, i) + d * g * sg);
+static __global__ void swiglu_backward_kernel(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n,
+                                              int vec) {
+    const size_t n8 = vec ? n / 8 : 0;
+    GRID_STRIDE(c, n8) {
+        float d[8], g[8], u[8], a[8], b[8];
+        ld8(d, dout + 8 * c);
+        ld8(g, gate + 8 * c);
+        ld8(u, up + 8 * c);
+        if (dgate) ld8(a, dgate + 8 * c);
+        if (dup) ld8(b, dup + 8 * c);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float dg, du;
+            swiglu_grad1(d[k], g[k], u[k], &dg, &du);
+            a[k] = dgate ? a[k] + dg : 0.0f;
+            b[k] = dup ? b[k] + du : 0.0f;
+        }
+        if (dgate) st8(dgate + 8 * c, a);
+        if (dup) st8(dup + 8 * c, b);
+    }
+    GRID_STRIDE(j, n - 8 * n8) {
+        const size_t i = 8 * n8 + j;
+        float dg, du;
+        swiglu_grad1(cload(dout, i), cload(gate, i), cload(up, i), &dg, &du);
+        if (dgate) cstore(dgate, i, cload(dgate, i) + dg);
+        if (dup) cstore(dup, i, cload(dup, i) + du);
     }
 }
 
 template <typename S> void cuda_swiglu_forward_t(S *out, const S *gate, const S *up, size_t n) {
     if (n == 0) return;
-    LAUNCH(swiglu_forward_kernel<S>, grid_for(n, 256), 256, 0, out, gate, up, n);
+    const int vec = al16(out) && al16(gate) && al16(up);
+    LAUNCH(swiglu_forward_kernel<S>, grid_for(vec ? (n + 7) / 8 : n, 256), 256, 0, out, gate, up, n, vec);
 }
 
 template <typename S>
 void cuda_swiglu_backward_t(S *dgate, S *dup, const S *dout, const S *gate, const S *up, size_t n) {
     if (n == 0 || (!dgate && !dup)) return;
-    LAUNCH(swiglu_backward_kernel<S>, grid_for(n, 256), 256, 0, dgate, dup, dout, gate, up, n);
+    const int vec = al16(dgate) && al16(dup) && al16(dout) && al16(gate) && al16(up);
+    LAUNCH(swiglu_backward_kernel<S>, grid_for(vec ? (n + 7) / 8 : n, 256), 256, 0, dgate, dup, dout, gate, up, n,
+           vec);
 }
 
 /* ---- vocab-parallel cross-entropy pieces -------------------------------------------------------
@@ -340,13 +382,89 @@ static void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, flo
     LAUNCH(adamw_kernel, grid_for(n, 256), 256, 0, p, g, m, v, n, beta1, beta2, a1, a2, eps, decay, step, bc2s);
 }
 
-template <typename S> static __global__ void add_kernel(S *y, const S *x, size_t n) {
-    GRID_STRIDE(i, n) cstore(y, i, cload(y, i) + cload(x, i));
+/* AdamW of one element on the gradient g (already scaled); k: the constants of cu_adamw */
+struct adamw_k {
+    float beta1, beta2, a1, a2, eps, decay, step, bc2s;
+};
+static __device__ __forceinline__ void adamw1(float &p, float &m, float &v, float g, const adamw_k &k) {
+    m = k.beta1 * m + k.a1 * g;
+    v = k.beta2 * v + k.a2 * g * g;
+    p = p * k.decay - k.step * m / (sqrtf(v) / k.bc2s + k.eps);
+}
+/* the engine's step: AdamW on g·gscale, the new p also into pc (compute precision C) when pc is
+ * set, g left scaled, or zeroed when zero_g; one pass, 8 elements a thread when vec */
+template <typename C>
+static __global__ void adamw_fused_kernel(float *p, C *pc, float *g, float *m, float *v, size_t n, float gscale,
+                                          int zero_g, adamw_k k, int vec) {
+    const size_t n8 = vec ? n / 8 : 0;
+    GRID_STRIDE(c, n8) {
+        const size_t i = 8 * c;
+        float pp[8], gg[8], mm[8], vv[8];
+        ld8(pp, p + i);
+        ld8(gg, g + i);
+        ld8(mm, m + i);
+        ld8(vv, v + i);
+#pragma unroll
+        for (int u = 0; u < 8; u++) adamw1(pp[u], mm[u], vv[u], gg[u] * gscale, k);
+        st8(p + i, pp);
+        st8(m + i, mm);
+        st8(v + i, vv);
+        if (pc) st8(pc + i, pp);
+        if (zero_g || gscale != 1.0f) { /* g ends scaled (as scale_inplace leaves it) or zero */
+#pragma unroll
+            for (int u = 0; u < 8; u++) gg[u] = zero_g ? 0.0f : gg[u] * gscale;
+            st8(g + i, gg);
+        }
+    }
+    GRID_STRIDE(j, n - 8 * n8) {
+        const size_t i = 8 * n8 + j;
+        float pi = p[i], mi = m[i], vi = v[i];
+        const float gi = g[i] * gscale;
+        adamw1(pi, mi, vi, gi, k);
+        p[i] = pi;
+        m[i] = mi;
+        v[i] = vi;
+        if (pc) cstore(pc, i, pi);
+        if (zero_g || gscale != 1.0f) g[i] = zero_g ? 0.0f : gi;
+    }
+}
+template <typename C>
+void cuda_adamw_fused_t(float *p, C *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g, float lr,
+                        float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    if (n == 0) return;
+    /* the same float scalars as cu_adamw and the CPU reference */
+    const adamw_k k = {beta1, beta2, 1.0f - beta1, 1.0f - beta2, eps, 1.0f - lr * wd, lr / bc1, sqrtf(bc2)};
+    const int vec = al16(p) && al16(pc) && al16(g) && al16(m) && al16(v);
+    LAUNCH(adamw_fused_kernel<C>, grid_for(vec ? (n + 7) / 8 : n, 256), 256, 0, p, pc, g, m, v, n, gscale, zero_g, k,
+           vec);
+}
+static void cu_adamw_fused(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                           float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    cuda_adamw_fused_t<float>(p, static_cast<float *>(pc), g, m, v, n, gscale, zero_g, lr, beta1, beta2, eps, wd,
+                              bc1, bc2);
+}
+
+template <typename S> static __global__ void add_kernel(S *y, const S *x, size_t n, int vec) {
+    const size_t n8 = vec ? n / 8 : 0;
+    GRID_STRIDE(c, n8) {
+        float a[8], b[8];
+        ld8(a, y + 8 * c);
+        ld8(b, x + 8 * c);
+#pragma unroll
+        for (int u = 0; u < 8; u++) a[u] += b[u];
+        st8(y + 8 * c, a);
+    }
+    GRID_STRIDE(j, n - 8 * n8) {
+        const size_t i = 8 * n8 + j;
+        cstore(y, i, cload(y, i) + cload(x, i));
+    }
 }
 static __global__ void scale_kernel(float *y, float s, size_t n) { GRID_STRIDE(i, n) y[i] *= s; }
 
 template <typename S> void cuda_add_inplace_t(S *y, const S *x, size_t n) {
-    if (n) LAUNCH(add_kernel<S>, grid_for(n, 256), 256, 0, y, x, n);
+    if (n == 0) return;
+    const int vec = al16(y) && al16(x);
+    LAUNCH(add_kernel<S>, grid_for(vec ? (n + 7) / 8 : n, 256), 256, 0, y, x, n, vec);
 }
 static void cu_scale_inplace(float *y, float s, size_t n) {
     if (n) LAUNCH(scale_kernel, grid_for(n, 256), 256, 0, y, s, n);
@@ -565,3 +683,5 @@ template void cuda_swiglu_backward_t<bf16s>(bf16s *, bf16s *, const bf16s *, con
 template void cuda_ce_backward_t<bf16s, float>(bf16s *, const float *, const float *, const float *, const int32_t *, float,
                                         int, int, int, int);
 template void cuda_add_inplace_t<bf16s>(bf16s *, const bf16s *, size_t);
+template void cuda_adamw_fused_t<bf16s>(float *, bf16s *, float *, float *, float *, size_t, float, int, float, float,
+                                        float, float, float, float, float);

@@ -16,12 +16,14 @@
  *   ce_backward           dlogits C; logits, mx, se fp32 (so dlogits never aliases logits)
  *   add_inplace           y, x: C
  *   adamw, scale_inplace, sumsq   fp32 (they only see master weights, fp32 gradients and moments)
+ *   adamw_fused           p, g, m, v fp32; pc C (the bf16 compute copy of the parameters it updates)
  *   zero, copy, to_host, from_host, dev_alloc, dev_free, synchronize: bytes, as ops_cuda
  *   cbytes = 2; to_compute(dst C, src fp32, n) rounds fp32 to bf16 (dst must not overlap src).
  * Everything in between a load and a store is fp32: the kernels are the templates of ops_cuda.cu
- * and attention.cu instantiated for bf16s, so each op is one kernel source shared with ops_cuda.
- * Attention at head dims 64 and 128 runs on the tensor-core kernels of attention.cu (P and dS are
- * rounded to bf16 as mma operands there), other head dims on the shared scalar template.
+ * and attention_scalar.cu instantiated for bf16s, so each op is one kernel source shared with ops_cuda.
+ * Attention at head dims 64 and 128 runs on the tensor-core kernels of attention_fwd.cu and
+ * attention_bwd.cu (P and dS are rounded to bf16 as mma operands there; the backward needs
+ * ws = attention_flash_ws_floats floats), other head dims on the shared scalar template.
  * What it is not: a place that keeps fp32 copies: the master weights,
  * their gradients and the AdamW state are the engine's fp32 buffers (core/engine/fsdp).
  */
@@ -76,15 +78,14 @@ static void b_rope_backward(float *din, const float *dout, const float *tab, int
 static void b_attention_forward(float *out, float *lse, float *ws, const float *q, const float *k, const float *v,
                                 int Bn, int T, int H, int KV, int hd) {
     (void)ws;
-    cuda_attention_forward_t<bf16s>(as_bf(out), lse, as_bf(q), as_bf(k), as_bf(v), Bn, T, H, KV, hd);
+    cuda_attention_forward_bf16(as_bf(out), lse, as_bf(q), as_bf(k), as_bf(v), Bn, T, H, KV, hd);
 }
 
 static void b_attention_backward(float *dq, float *dk, float *dv, float *ws, const float *dout, const float *out,
                                  const float *lse, const float *q, const float *k, const float *v, int Bn, int T,
                                  int H, int KV, int hd) {
-    (void)ws;
-    cuda_attention_backward_t<bf16s>(as_bf(dq), as_bf(dk), as_bf(dv), as_bf(dout), as_bf(out), lse, as_bf(q),
-                                     as_bf(k), as_bf(v), Bn, T, H, KV, hd);
+    cuda_attention_backward_bf16(as_bf(dq), as_bf(dk), as_bf(dv), ws, as_bf(dout), as_bf(out), lse, as_bf(q),
+                                 as_bf(k), as_bf(v), Bn, T, H, KV, hd);
 }
 
 static void b_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
@@ -104,6 +105,13 @@ static void b_ce_backward(float *dlogits, const float *logits, const float *mx, 
 }
 
 static void b_add_inplace(float *y, const float *x, size_t n) { cuda_add_inplace_t<bf16s>(as_bf(y), as_bf(x), n); }
+
+/* fp32 masters, gradients and moments; the new parameters also into their bf16 compute copy */
+static void b_adamw_fused(float *p, void *pc, float *g, float *m, float *v, size_t n, float gscale, int zero_g,
+                          float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    cuda_adamw_fused_t<bf16s>(p, static_cast<bf16s *>(pc), g, m, v, n, gscale, zero_g, lr, beta1, beta2, eps, wd, bc1,
+                              bc2);
+}
 
 static void b_to_compute(void *dst, const float *src, size_t n) {
     cuda_f32_to_bf16(static_cast<uint16_t *>(dst), src, n);

@@ -17,7 +17,8 @@
  * cudaMemcpy refuses overlapping ranges (UB on the device); cudaMallocAsync/cudaFreeAsync run on
  * an emulated stream-ordered pool; cublasSgemm/GemmEx are naive column-major loops checking the
  * BLAS leading-dimension rules, i.e. the documented semantics the row-major mapping in matmul.cu
- * relies on. tests/emu/nccl_emu.cuh adds NCCL on top (collectives through MPI when their
+ * relies on (cuda_emu_cublas.cuh); mma.sync, cp.async, ldmatrix and ex2.approx follow the PTX ISA
+ * (cuda_emu_mma.cuh, cuda_emu_ptx.cuh). tests/emu/nccl_emu.cuh adds NCCL on top (collectives through MPI when their
  * stream reaches them). Counters of what was asked (cudaMalloc, cudaFree, device synchronisations,
  * ...) are written at exit to $MESHSWEEP_EMU_STATS.<pid> when that is set.
  * What it is not: a timing model (event times are host times of the lazy execution), a race
@@ -59,6 +60,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 /* ---- thread and block coordinates ---------------------------------------------------------- */
 struct dim3 {
@@ -385,6 +387,16 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+/* priorities are accepted and have no effect here (the seeded order is the only schedule) */
+inline cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) {
+    if (priority > 0 || priority < -5) return emu_fail(cudaErrorInvalidValue);
+    return cudaStreamCreateWithFlags(s, flags);
+}
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!s || s == cudaStreamLegacy) return emu_fail(cudaErrorInvalidResourceHandle);
     emu_sync_stream(s);
@@ -777,87 +789,7 @@ inline void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t st, cons
     }, std::move(refs));
 }
 
-/* ---- cuBLAS ---------------------------------------------------------------------------------- */
-typedef struct emu_cublas *cublasHandle_t;
-enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
-enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
-enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
-enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
-enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
-enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
-inline const char *cublasGetStatusString(cublasStatus_t s) { return s ? "CUBLAS_STATUS_INVALID_VALUE" : "CUBLAS_STATUS_SUCCESS"; }
-inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = (cublasHandle_t)&emu_smem_limit; return CUBLAS_STATUS_SUCCESS; }
-inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
-
-inline float emu_load(const void *p, cudaDataType_t t, size_t i) {
-    if (t == CUDA_R_32F) return ((const float *)p)[i];
-    return __uint_as_float((unsigned)((const uint16_t *)p)[i] << 16);
-}
-inline void emu_store(void *p, cudaDataType_t t, size_t i, float v) {
-    if (t == CUDA_R_32F) { ((float *)p)[i] = v; return; }
-    unsigned u = __float_as_uint(v);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
-}
-/* C = alpha·op(A)·op(B) + beta·C, column-major, with the reference BLAS argument checks
- * (A is m×k if op = N, else stored k×m; lda >= its row count; ldc >= m). beta = 0 never reads C. */
-inline cublasStatus_t emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                               const void *A, cudaDataType_t at, int lda, const void *B, cudaDataType_t bt, int ldb,
-                               float beta, void *C, cudaDataType_t ct, int ldc) {
-    const int arows = ta == CUBLAS_OP_N ? m : k, brows = tb == CUBLAS_OP_N ? k : n;
-    if (m < 0 || n < 0 || k < 0 || lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
-        ldc < (m > 1 ? m : 1)) {
-        fprintf(stderr, "emu: gemm argument error m=%d n=%d k=%d lda=%d ldb=%d ldc=%d\n", m, n, k, lda, ldb, ldc);
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double s = 0.0;
-            for (int p = 0; p < k; p++) {
-                const size_t ai = ta == CUBLAS_OP_N ? (size_t)p * lda + i : (size_t)i * lda + p;
-                const size_t bi = tb == CUBLAS_OP_N ? (size_t)j * ldb + p : (size_t)p * ldb + j;
-                s += (double)emu_load(A, at, ai) * (double)emu_load(B, bt, bi);
-            }
-            const size_t ci = (size_t)j * ldc + i;
-            double r = (double)alpha * s;
-            if (beta != 0.0f) r += (double)beta * emu_load(C, ct, ci);
-            emu_store(C, ct, ci, (float)r);
-        }
-    return CUBLAS_STATUS_SUCCESS;
-}
-/* checked now, run when the handle's stream (the legacy stream: cublasSetStream is not used)
- * reaches it; alpha and beta are host scalars, read at the call (CUBLAS_POINTER_MODE_HOST) */
-inline cublasStatus_t emu_gemm_queued(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                                      const void *A, cudaDataType_t at, int lda, const void *B, cudaDataType_t bt,
-                                      int ldb, float beta, void *C, cudaDataType_t ct, int ldc) {
-    const int arows = ta == CUBLAS_OP_N ? m : k, brows = tb == CUBLAS_OP_N ? k : n;
-    if (m < 0 || n < 0 || k < 0 || lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
-        ldc < (m > 1 ? m : 1)) {
-        fprintf(stderr, "emu: gemm argument error m=%d n=%d k=%d lda=%d ldb=%d ldc=%d\n", m, n, k, lda, ldb, ldc);
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    std::vector<uint64_t> refs;
-    emu_ref(refs, A, "cublas gemm");
-    emu_ref(refs, B, "cublas gemm");
-    emu_ref(refs, C, "cublas gemm");
-    emu_enqueue(0, "cublas gemm", [=] {
-        emu_gemm(ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc);
-        return 1;
-    }, std::move(refs));
-    return CUBLAS_STATUS_SUCCESS;
-}
-inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                  const float *alpha, const float *A, int lda, const float *B, int ldb,
-                                  const float *beta, float *C, int ldc) {
-    return emu_gemm_queued(ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, *beta, C, CUDA_R_32F,
-                           ldc);
-}
-inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                   const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
-                                   cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
-                                   cublasComputeType_t, cublasGemmAlgo_t) {
-    return emu_gemm_queued(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C,
-                           ct, ldc);
-}
+#include "tests/emu/cuda_emu_cublas.cuh" /* cuBLAS as checked column-major loops */
 #include "tests/emu/cuda_emu_mma.cuh" /* warp-level matrix operations (mma.sync) */
+#include "tests/emu/cuda_emu_ptx.cuh" /* cp.async, ldmatrix, ex2.approx */
 #endif

@@ -15,9 +15,9 @@
  * barrier keeps the array until all have read it. A kernel that fills its fragments with another
  * layout therefore computes another product here, as it would on the device; a warp in which not
  * all 32 lanes reach the mma deadlocks (run under `timeout`), as the instruction is undefined then.
- * In the device build the same name is the inline PTX in kernels/cuda/attention.cu.
- * What it is not: a model of the hardware's accumulation order or timing, nor ldmatrix or WMMA
- * (the kernels load fragments with ordinary loads, so those need no emulation).
+ * In the device build the same name is the inline PTX in kernels/cuda/cuda_ptx.cuh.
+ * What it is not: a model of the hardware's accumulation order or timing, nor WMMA; ldmatrix and
+ * cp.async, which fill the fragments' shared tiles, are in tests/emu/cuda_emu_ptx.cuh.
  */
 #ifndef MESHSWEEP_CUDA_EMU_MMA_CUH
 #define MESHSWEEP_CUDA_EMU_MMA_CUH

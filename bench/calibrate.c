@@ -1,0 +1,138 @@
+/* bench/calibrate.c — measure this machine for the step-time model (design 13; `make calibrate`):
+ * `mpirun -np W build/calibrate [--spec sweeps/NAME.json ...] [--out FILE]` writes the machine file the
+ * plans and runs of this host predict with (by default build/machines/HOST-Nc.json next to this binary);
+ * `--check FILE` re-measures a few of its points and says how far the machine has drifted from it.
+ * This file is the option table and main; the measuring is core/cost/calib_run.c.
+ * Exit codes: 0 ok, 1 failed, 2 bad usage or input. */
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/common/cli.h"
+#include "core/cost/calib_run.h"
+#include "core/cost/predict.h"
+#include "core/engine/comm.h"
+#include "core/sweep/spec.h"
+#include "kernels/kernels.h"
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+typedef struct opts {
+    const char *out, *spec, *check, *backend, *dtype, *build, *model;
+    int quick, verbose, help, tp, batch, seq_len;
+} opts;
+
+#define F(x) offsetof(opts, x)
+static const cli_opt OPTS[] = {
+    {"spec", CLI_STR, F(spec), "FILE[,FILE...]", "sweep specs whose steps are measured (their GEMM shapes, ops and "
+     "collective sizes; at most 8, comma-separated)"},
+    {"out", CLI_STR, F(out), "FILE", "the machine file (default: machines/HOST-Nc.json next to this program); with "
+     "--check: the check's record (default: stdout)"},
+    {"model", CLI_STR, F(model), "NAME|PATH", "also measure the step of one run of this model (with --tp, --batch-size, "
+     "--seq-len; the world is the MPI world)"},
+    {"tp", CLI_INT, F(tp), "N", "that run's tensor-parallel degree (default 1)"},
+    {"batch-size", CLI_INT, F(batch), "N", "that run's sequences per DP rank (default 1)"},
+    {"seq-len", CLI_INT, F(seq_len), "T", "that run's sequence length (default 128)"},
+    {"check", CLI_STR, F(check), "FILE", "re-measure a few points of this machine file and report the drift"},
+    {"backend", CLI_STR, F(backend), "cpu|cuda", "the backend whose ops are measured (default cpu)"},
+    {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)"},
+    {"build", CLI_STR, F(build), "TEXT", "build identity recorded in the file (default: the compiler)"},
+    {"quick", CLI_ON, F(quick), NULL, "a tiny grid with short timings (seconds; for tests, not for predictions)"},
+    {"verbose", CLI_INT, F(verbose), "N", "1: a line per collective kind and group; 2: a line per op"},
+    {"help", CLI_ON, F(help), NULL, "this text"},
+};
+#undef F
+#define NOPTS (int)(sizeof OPTS / sizeof OPTS[0])
+
+static int pick_ops(const opts *o, const ops_t **ops) {
+    *ops = &ops_cpu;
+    if (!strcmp(o->backend, "cpu")) {
+        if (o->dtype && strcmp(o->dtype, "fp32")) { cli_say("--dtype %s needs --backend cuda", o->dtype); return 2; }
+        return 0;
+    }
+    if (strcmp(o->backend, "cuda")) { cli_say("--backend must be cpu or cuda (got '%s')", o->backend); return 2; }
+#ifdef MESHSWEEP_CUDA
+    if (cuda_device_count() <= 0) { cli_say("--backend cuda: no CUDA device found"); return 1; }
+    *ops = o->dtype && !strcmp(o->dtype, "fp32") ? &ops_cuda : &ops_cuda_bf16;
+    return 0;
+#else
+    cli_say("--backend cuda: this build has no CUDA backend");
+    return 2;
+#endif
+}
+
+int main(int argc, char **argv) {
+    opts o = {.backend = "cpu", .tp = 1, .batch = 1, .seq_len = 128};
+    char err[512];
+    cli_set_program("calibrate");
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    cli_set_rank0(!r || !strcmp(r, "0"));
+    if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (o.tp < 1 || o.batch < 1 || o.seq_len < 1) { cli_say("--tp, --batch-size and --seq-len must be >= 1"); return 2; }
+    if (o.help) {
+        if (!r || !strcmp(r, "0")) {
+            printf("usage: mpirun -np W build/calibrate [--spec FILE ...] [--out FILE]\n"
+                   "       mpirun -np W build/calibrate --check FILE [--out FILE]\n\n");
+            cli_usage(stdout, OPTS, NOPTS);
+        }
+        return 0;
+    }
+    const ops_t *ops;
+    int rc = pick_ops(&o, &ops);
+    if (rc) return rc;
+    char path[4200];
+    const char *out = o.out;
+    if (!out && !o.check) {
+        char dir[4096];
+        if (cost_exe_dir(dir, sizeof dir) || cost_local_machine_path(dir, path, sizeof path)) {
+            cli_say("cannot name the default machine file: give --out FILE");
+            return 2;
+        }
+        out = path;
+    }
+    static char list[8192];
+    const char *specs[8];
+    int nspecs = 0;
+    if (o.spec) {
+        if (strlen(o.spec) >= sizeof list) { cli_say("--spec: the list is too long"); return 2; }
+        snprintf(list, sizeof list, "%s", o.spec);
+        for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (nspecs == 8) { cli_say("--spec: at most 8 specs"); return 2; }
+            specs[nspecs++] = p;
+        }
+    }
+    for (int i = 0; i < nspecs; i++) {   /* a bad spec is found before MPI starts: one line, exit 2 on every rank */
+        sweep_spec s;
+        if (sweep_spec_load(specs[i], &s, err, sizeof err)) { cli_say("%s: %s", specs[i], err); return 2; }
+        sweep_spec_free(&s);
+    }
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cli_set_rank0(rank == 0);
+    cpu_blas_init();
+    cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
+                          .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len};
+    for (int i = 0; i < nspecs; i++) co.specs[co.nspecs++] = specs[i];
+    if (!o.check && out == path && rank == 0) {   /* the default folder, made if missing */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        mkdir(dir, 0755);
+    }
+#ifdef MESHSWEEP_CUDA
+    if (ops != &ops_cpu) {   /* one device per local rank, as build/train picks it */
+        int lr, ls;
+        comm_local_rank(&lr, &ls);
+        if (cuda_select_device(lr, err, sizeof err)) { cli_say("%s", err); MPI_Abort(MPI_COMM_WORLD, 1); }
+    }
+#endif
+    rc = o.check ? cost_check(&co) : cost_calibrate(&co);
+    MPI_Finalize();
+    return rc;
+}

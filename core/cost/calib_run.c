@@ -1,0 +1,177 @@
+/* core/cost/calib_run.c — the calibration run behind build/calibrate (see calib_run.h): measure this
+ * machine into its machine file, or re-measure a few of a file's points to say how far the machine has
+ * drifted from it. Every rank calls these (MPI started by the caller). */
+#include "core/cost/calib_run.h"
+#include "core/cost/calibrate.h"
+#include "core/cost/predict.h"
+#include "core/engine/comm.h"
+#include "core/run/record.h"
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void utc_now(char *out, size_t cap) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+static void loadavg(double l[3]) {
+    l[0] = l[1] = l[2] = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return;
+    if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3) l[0] = l[1] = l[2] = -1;
+    fclose(f);
+}
+
+/* one event array of the workload to every rank (rank 0 recorded it) */
+static int bcast_events(cost_event **v, size_t *n, size_t *cap) {
+    unsigned long long k = *n;
+    MPI_Bcast(&k, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (k > *cap) {
+        cost_event *q = realloc(*v, (size_t)k * sizeof *q);
+        if (!q) return -1;
+        *v = q; *cap = (size_t)k;
+    }
+    *n = (size_t)k;
+    if (k) MPI_Bcast(*v, (int)(k * sizeof **v), MPI_BYTE, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+/* Ranks beyond the cores: one GEMM on every rank at once against rank 0 alone. */
+static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
+    if (ls <= cores) return 1.0;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cost_event e = {.type = COST_EV_OP, .kind = COST_GEMM_FWD, .dim = {256, 256, 256, 0, 0}};
+    cost_op_work(COST_GEMM_FWD, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
+    double alone = rank == 0 ? cost_calib_op_us(ops, &e, target_ms, 3) : 0;
+    cost_calib_idle_barrier();
+    double all = cost_calib_op_us(ops, &e, target_ms * ls / cores, 3);
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Bcast(&alone, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    all /= world;
+    /* t_alone · (ranks / cores) / t_together: below 1 when time slicing costs (caches, switches); above 1 when
+     * other jobs on the host slow one rank alone about as much as the group (then the group's ranks get
+     * more than ranks / cores of a core each); at most ranks / cores (the group never beats one rank alone) */
+    double eff = alone > 0 && all > 0 ? alone * ((double)ls / cores) / all : 1, most = (double)ls / cores;
+    return eff > most ? most : eff < 0.05 ? 0.05 : eff;
+}
+
+static void set_sources(cost_machine *m, const char *date, int device) {
+    json_t *s = m->sources = json_object();
+    char t[256];
+    snprintf(t, sizeof t, "measured by build/calibrate on %s, %s", m->host, date);
+    const char *measured[] = {"compute.gemm", "compute.ops", "compute.peak_tflops", "compute.gemm_efficiency",
+                              "compute.attention_efficiency", "compute.memory_gbs", "compute.host_link_gbs",
+                              "hosts.oversubscribed_efficiency", "comm.collectives"};
+    for (size_t i = 0; i < sizeof measured / sizeof *measured; i++) json_object_set_new(s, measured[i], json_string(t));
+    json_object_set_new(s, "hosts.cores_per_host", json_string(device ? "the CUDA devices of the host at calibration"
+                                                                      : "sysconf(_SC_NPROCESSORS_ONLN) at calibration"));
+    json_object_set_new(s, "compute.async", json_string(device ? "the CUDA backend: kernels run on a stream behind the host"
+                                                               : "the CPU backend computes on the calling thread"));
+    if (device) json_object_set_new(s, "compute.launch_us", json_string(t));
+    json_object_set_new(s, "comm.overlap", json_string(m->overlap ? "NCCL on its own stream (core/engine/comm_nccl.c)"
+                                                                  : "MPI progresses only inside MPI calls; host-staged "
+                                                                    "collectives complete at once (core/engine/comm.c)"));
+}
+
+int cost_calibrate(const cost_calib_opts *o) {
+    int rank, world, lr = 0, ls = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    comm_local_rank(&lr, &ls);
+    double t0 = comm_now_ms(), l0[3], l1[3];
+    loadavg(l0);
+    char err[2048] = "", date[32];
+    utc_now(date, sizeof date);
+    cost_workload w = {0};
+    int bad = 0;
+    if (rank == 0) {
+        for (int i = 0; i < o->nspecs && !bad; i++) bad = cost_workload_add_spec(&w, o->specs[i], err, sizeof err) != 0;
+        if (!bad && o->model)
+            bad = cost_workload_add_run(&w, o->model, world, o->tp, o->batch, o->seq_len,
+                                        o->ops->cbytes == 2 ? DTYPE_BF16 : DTYPE_F32,
+                                        o->ops != &ops_cpu, err, sizeof err) != 0;
+        if (!bad) bad = cost_workload_add_gemm_grid(&w, 16, o->quick ? 64 : 256) != 0;
+        if (bad && !err[0]) snprintf(err, sizeof err, "out of host memory");
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); cost_workload_free(&w); return 2; }
+    if (bcast_events(&w.ops, &w.nops, &w.capops) || bcast_events(&w.colls, &w.ncolls, &w.capcolls)) {
+        fprintf(stderr, "calibrate: out of host memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    cost_machine m;
+    memset(&m, 0, sizeof m);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (gethostname(m.host, sizeof m.host - 1) != 0) snprintf(m.host, sizeof m.host, "unknown");
+    m.cores = cores > 0 ? (int)cores : 1;
+    int device = o->ops != &ops_cpu;
+#ifdef MESHSWEEP_CUDA
+    if (device) m.cores = cuda_device_count() > 0 ? cuda_device_count() : 1;   /* compute units: the GPUs */
+#endif
+    double tms = o->quick ? 0.3 : 3.0;
+    int samples = o->quick ? 1 : 3;
+    if (o->verbose && rank == 0)
+        fprintf(stderr, "calibrate: %zu ops and %zu collective sizes from %d spec(s), world %d (%d on this host, %d cores)\n",
+                w.nops, w.ncolls, o->nspecs, world, ls, m.cores);
+    /* how ranks share the cores first (the op figures are converted with it), then the ops on every rank at
+     * once, as the steps compute them */
+    m.cores_per_host = m.cores;
+    m.calibrated_ranks = ls;
+    m.overlap = cost_calib_uses_nccl(o->ops);
+    m.oversubscribed_efficiency = sharing(o->ops, ls, m.cores, tms);
+    if (device && rank == 0) m.launch_us = cost_calib_launch_us(o->ops);
+    if (rank == 0) {   /* the peak of one rank alone, as build/train measures it for MFU: a 512^3 GEMM */
+        cost_event e = {.type = COST_EV_OP, .kind = COST_GEMM_FWD, .dim = {512, 512, 512, 0, 0}};
+        cost_op_work(COST_GEMM_FWD, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
+        double us = cost_calib_op_us(o->ops, &e, tms * 3, samples);
+        m.peak_tflops = us > 0 ? e.flops / us / 1e6 : 0;
+    }
+    cost_calib_idle_barrier();
+    MPI_Bcast(&m.peak_tflops, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    bad = cost_calib_ops(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0) != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (bad) { cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
+    static const double qgrid[] = {64, 4096, 262144};
+    int rc = world > 1 ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,
+                                                o->verbose, err, sizeof err)
+                       : 0;
+    if (rc) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    if (world == 1) {   /* a machine file needs a collective model: a single rank has nothing to measure */
+        m.coll = calloc(1, sizeof *m.coll);
+        if (m.coll) { m.ncoll = 1; m.coll[0] = (cost_coll){.kind = COMM_ALL_REDUCE, .scope = COST_SCOPE_INTRA, .busbw_gbs = 1}; }
+    }
+    loadavg(l1);
+    if (rank == 0) {
+        snprintf(m.name, sizeof m.name, "%.48s-%dc", m.host, m.cores);
+        snprintf(m.calibrated, sizeof m.calibrated, "%s", date);
+        snprintf(m.build, sizeof m.build, "%s", o->build ? o->build : "gcc " __VERSION__);
+        snprintf(m.description, sizeof m.description,
+                 "%s: %d cores, calibrated in %.0f s with %d ranks, load average %.2f before, %.2f after%s", m.host, m.cores,
+                 (comm_now_ms() - t0) / 1e3, world, l0[0], l1[0], o->quick ? " (quick: a tiny grid, for tests)" : "");
+        m.async = device;
+        set_sources(&m, date, device);
+        json_t *j = cost_machine_to_json(&m);
+        rc = record_write_atomic(o->out, j, err, sizeof err) ? 1 : 0;
+        json_decref(j);
+        if (rc) fprintf(stderr, "calibrate: %s\n", err);
+        else fprintf(stderr, "calibrate: wrote %s (%d GEMMs, %d collective tables, %.0f s, load %.2f -> %.2f)\n", o->out,
+                     m.ngemm, m.ncoll, (comm_now_ms() - t0) / 1e3, l0[0], l1[0]);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    cost_machine_free(&m);
+    cost_workload_free(&w);
+    return rc;
+}

@@ -1,0 +1,136 @@
+/* core/cost/calib_work.c — what a calibration measures: the distinct ops and collectives of the steps a
+ * sweep spec will run (recorded from the engine, core/cost/trace.h), and a small grid of GEMM shapes
+ * for the shapes no spec has (see calibrate.h). */
+#include "core/cost/calibrate.h"
+#include "core/engine/plan.h"
+#include "core/formats/config.h"
+#include "core/sweep/spec.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cost_workload_free(cost_workload *w) {
+    free(w->ops); free(w->colls);
+    memset(w, 0, sizeof *w);
+}
+
+static int same(const cost_event *a, const cost_event *b, int coll) {
+    if (a->kind != b->kind) return 0;
+    if (coll) return a->ranks == b->ranks && a->bytes == b->bytes;
+    return !memcmp(a->dim, b->dim, sizeof a->dim);
+}
+
+static int add(cost_event **v, size_t *n, size_t *cap, const cost_event *e, int coll) {
+    for (size_t i = 0; i < *n; i++) if (same(&(*v)[i], e, coll)) return 0;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        cost_event *q = realloc(*v, c * sizeof *q);
+        if (!q) return -1;
+        *v = q; *cap = c;
+    }
+    (*v)[(*n)++] = *e;
+    return 0;
+}
+
+int cost_workload_add(cost_workload *w, const cost_trace *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        const cost_event *e = &t->ev[i];
+        if (e->type == COST_EV_WAIT) continue;
+        int rc = e->type == COST_EV_OP ? add(&w->ops, &w->nops, &w->capops, e, 0)
+                                       : add(&w->colls, &w->ncolls, &w->capcolls, e, 1);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+int cost_workload_add_gemm_grid(cost_workload *w, int64_t lo, int64_t hi) {
+    static const int kinds[] = {COST_GEMM_FWD, COST_GEMM_DIN, COST_GEMM_DW};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (int64_t a = lo; a <= hi; a *= 4)
+            for (int64_t b = lo; b <= hi; b *= 4)
+                for (int64_t c = lo; c <= hi; c *= 4) {
+                    cost_event e = {.type = COST_EV_OP, .kind = (uint8_t)kinds[k], .dim = {a, b, c, 0, 0}};
+                    if (add(&w->ops, &w->nops, &w->capops, &e, 0)) return -1;
+                }
+    return 0;
+}
+
+/* the batch of one cell of the spec: its own, or (max and matched modes) the plan's largest under its budget,
+ * in matched mode the largest of those that divides the cell's global batch / dp */
+static int spec_batch(const sweep_spec *s, const sweep_mesh *mm, const model_config *cfg, const model_opts *o,
+                      char *err, size_t errlen) {
+    if (s->batch_mode != SWEEP_BATCH_MAX && s->batch_mode != SWEEP_BATCH_MATCHED) return mm->batch_size;
+    if (!mm->mem_budget_bytes) {
+        snprintf(err, errlen, "batch_size max needs a fixed mem_budget to be planned here (got %s)",
+                 mm->mem_budget ? mm->mem_budget : "none");
+        return -1;
+    }
+    engine_t P; /* planned for: the engine the cell runs (fp32) */
+    engine_init_plan(&P, DTYPE_F32, 0);
+    int b = plan_max_batch(&P, cfg, s->world, mm->tp, o, mm->mem_budget_bytes, err, errlen);
+    engine_release(&P);
+    if (b > 0 && s->batch_mode == SWEEP_BATCH_MATCHED && mm->global_batch > 0) {
+        int per = mm->global_batch / mm->dp;
+        while (b > 1 && per % b) b--;
+    }
+    return b < 0 ? -1 : b;
+}
+
+int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp, int batch, int seq_len, dtype_t dtype,
+                          int cuda, char *err, size_t errlen) {
+    model_config cfg;
+    char e2[1024];
+    if (config_resolve(&cfg, model, e2, sizeof e2) || config_validate(&cfg, e2, sizeof e2)) {
+        snprintf(err, errlen, "--model %s: %s", model, e2);
+        return -1;
+    }
+    model_opts o = {.B = batch, .T = seq_len, .sequence_parallel = 1, .sp_local = 1, .prefetch = 1,
+                    .attention_flash = cuda};
+    cost_trace t = {0};
+    int ranks[2] = {0, world - 1}, rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (cost_record_step(&cfg, world, tp, ranks[k], dtype, &o, &t, e2, sizeof e2)) { snprintf(err, errlen, "%s", e2); rc = -1; }
+        else if (cost_workload_add(w, &t)) { snprintf(err, errlen, "out of host memory"); rc = -1; }
+    }
+    cost_trace_free(&t);
+    return rc;
+}
+
+int cost_workload_add_spec(cost_workload *w, const char *path, char *err, size_t errlen) {
+    sweep_spec s;
+    char e2[1024];
+    if (sweep_spec_load(path, &s, e2, sizeof e2)) { snprintf(err, errlen, "%s: %s", path, e2); return -1; }
+    model_config cfg;
+    int rc = config_resolve(&cfg, s.model, e2, sizeof e2) || config_validate(&cfg, e2, sizeof e2);
+    if (rc) snprintf(err, errlen, "%s: model: %s", path, e2);
+    cost_trace t = {0};
+    for (int i = 0; !rc && i < s.n_cells; i++) {
+        const sweep_mesh *mm = &s.cells[i];
+        /* the engine's defaults, as build/train runs the cell (fp32 on the CPU); every:K checkpointing is
+         * measured as full (the same ops, more of them) */
+        const char *ck = mm->checkpoint_activations;
+        model_opts o = {.B = 1, .T = mm->seq_len, .sequence_parallel = mm->sequence_parallel != 0, .sp_local = 1,
+                        .prefetch = mm->prefetch != 0, .checkpoint = ck && strcmp(ck, "none") != 0,
+                        .attention_flash = s.backend && !strcmp(s.backend, "cuda")};
+        if (mm->sp_activations) o.sp_local = !strcmp(mm->sp_activations, "local");
+        int b = spec_batch(&s, mm, &cfg, &o, e2, sizeof e2);
+        if (b <= 0) {
+            if (b < 0) { snprintf(err, errlen, "%s: mesh %s: %s", path, mm->name, e2); rc = -1; }
+            continue;   /* nothing fits: that mesh runs no step */
+        }
+        o.B = b;
+        int ranks[2] = {0, s.world - 1};
+        for (int k = 0; k < 2 && !rc; k++) {
+            if (cost_record_step(&cfg, s.world, mm->tp, ranks[k], DTYPE_F32, &o, &t, e2, sizeof e2)) {
+                snprintf(err, errlen, "%s: mesh %s: %s", path, mm->name, e2);
+                rc = -1;
+            } else if (cost_workload_add(w, &t)) {
+                snprintf(err, errlen, "out of host memory");
+                rc = -1;
+            }
+        }
+    }
+    cost_trace_free(&t);
+    sweep_spec_free(&s);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,57 @@
+/* core/cost/calibrate.h — measuring a machine for its model (design 13; `make calibrate`, bench/calibrate.c):
+ *   ops          every distinct op of the steps the given sweep specs will run (their GEMM shapes, their
+ *                bandwidth-bound ops, their attention), through the backend's own op table, on one rank
+ *                while the others sleep; plus a small grid of GEMMs for shapes no spec has;
+ *   sharing      one GEMM on every rank of the host at once against one rank alone;
+ *   collectives  every kind over every group size of the world, all groups at once as in training,
+ *                through core/engine/comm (its algorithm choices and its polling), at a grid of sizes
+ *                and at the sizes the specs use.
+ * Not here: the program's options (bench/calibrate.c) or the model's arithmetic (core/cost/machine.c). */
+#ifndef MESHSWEEP_COST_CALIBRATE_H
+#define MESHSWEEP_COST_CALIBRATE_H
+#include "core/cost/machine.h"
+#include "core/cost/trace.h"
+
+/* The distinct events of a set of steps: ops by kind and dimensions, collectives by kind, group size
+ * and bytes. */
+typedef struct cost_workload {
+    cost_event *ops;   size_t nops, capops;
+    cost_event *colls; size_t ncolls, capcolls;
+} cost_workload;
+void cost_workload_free(cost_workload *w);
+/* add the distinct events of trace t; -1 out of memory */
+int cost_workload_add(cost_workload *w, const cost_trace *t);
+/* the steps of every mesh of a sweep spec (its batch: the plan's max under its budget, or as given)
+ * for rank 0 and the last rank; -1 with a message */
+int cost_workload_add_spec(cost_workload *w, const char *spec_path, char *err, size_t errlen);
+/* the step of one run (model preset or HF config, world, tp, batch per DP rank, sequence length, compute
+ * precision, CUDA's flash attention) for rank 0 and the last rank; -1 with a message */
+int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp, int batch, int seq_len, dtype_t dtype,
+                          int cuda, char *err, size_t errlen);
+/* a small grid of GEMM shapes (every GEMM kind at m, n, k from lo to hi, powers of 4) */
+int cost_workload_add_gemm_grid(cost_workload *w, int64_t lo, int64_t hi);
+
+/* Time one op in microseconds through ops (buffers from its dev_alloc, filled with valid values): the
+ * median of `samples` timings of a loop of at least target_ms; -1 when its buffers cannot be had. */
+double cost_calib_op_us(const ops_t *ops, const cost_event *e, double target_ms, int samples);
+/* Every op of w measured into m's GEMM table and op curves, and the fallbacks derived from them
+ * (peak, GEMM and attention efficiency, memory bandwidth). together: on every rank at once, as a step
+ * computes (collective over MPI_COMM_WORLD; rank 0's m gets the figures), else on the calling rank
+ * alone. -1 when an op cannot be measured. */
+int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
+                   cost_machine *m, int verbose);
+/* Collectives over MPI_COMM_WORLD (every rank calls it): every kind at every group size n dividing the
+ * world (consecutive groups, all at once), at `sizes` bytes and the workload's sizes for that kind and
+ * n; entries appended to m->coll (host_ranks: the ranks on this host). Buffers of the backend of ops:
+ * device buffers go through NCCL where every rank has its own GPU, else host-staged MPI, as in
+ * build/train. -1 with a message. */
+int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *sizes, int nsizes, int iters_scale, cost_machine *m,
+                           int verbose, char *err, size_t errlen);
+/* Host time to issue one small op on an asynchronous device (the mean over many, without waiting) */
+double cost_calib_launch_us(const ops_t *ops);
+/* 1 when cost_calib_collectives runs device collectives over NCCL (every rank has its own GPU), as
+ * build/train would (collective over MPI_COMM_WORLD) */
+int cost_calib_uses_nccl(const ops_t *ops);
+/* Sleep-poll until every rank arrives: a barrier that leaves the cores to a rank that measures */
+void cost_calib_idle_barrier(void);
+#endif

@@ -1,0 +1,159 @@
+/* core/cost/predict.c — the predicted step of a mesh, its JSON and its lines (see predict.h), and which
+ * machine model a program uses. */
+#include "core/cost/predict.h"
+#include "core/run/metrics.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cost_default_ranks_per_host(const cost_machine *m, int world) {
+    if (m->async && m->cores_per_host > 0) return m->cores_per_host < world ? m->cores_per_host : world;
+    return world;
+}
+
+/* the corner ranks (tp_rank 0 and tp−1 of dp_rank 0 and dp−1) and the first rank of the last host:
+ * the ranks whose step or whose groups' placement can differ */
+int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
+    if (q->tp < 1 || q->world < 1 || q->world % q->tp) {
+        snprintf(err, errlen, "world %d is not a multiple of --tp %d", q->world, q->tp);
+        return -1;
+    }
+    int rph = q->ranks_per_host > 0 ? q->ranks_per_host : cost_default_ranks_per_host(q->m, q->world);
+    int W = q->world, tp = q->tp;
+    int cand[5] = {0, tp - 1, W - tp, W - 1, (W - 1) / rph * rph};
+    cost_trace t = {0};
+    p->rank = -1;
+    for (int k = 0; k < 5; k++) {
+        int seen = 0;
+        for (int j = 0; j < k; j++) seen |= cand[j] == cand[k];
+        if (seen) continue;
+        if (cost_record_step(q->cfg, W, tp, cand[k], q->dtype, &q->mo, &t, err, errlen)) { cost_trace_free(&t); return -1; }
+        cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph};
+        cost_result r;
+        if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { cost_trace_free(&t); return -1; }
+        if (p->rank < 0 || r.step_ms > p->r.step_ms) { p->r = r; p->rank = cand[k]; }
+    }
+    cost_trace_free(&t);
+    p->ranks_per_host = rph;
+    int dp = W / tp;   /* W is a multiple of tp (checked above) */
+    p->tokens = (double)dp * q->mo.B * q->mo.T;
+    p->tok_s = p->r.step_ms > 0 ? p->tokens / (p->r.step_ms / 1e3) : 0;
+    p->tok_s_per_rank = p->tok_s / W;
+    p->flops_per_token = metrics_flops_per_token(q->cfg, q->mo.T);
+    p->mfu = metrics_mfu(p->flops_per_token, p->tok_s_per_rank, q->m->peak_tflops * 1e12);
+    return 0;
+}
+
+json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, const char *from) {
+    const cost_result *r = &p->r;
+    json_t *cls = json_object(), *comm = json_object(), *ops = json_object();
+    for (int c = 0; c < COST_NCLASS; c++) json_object_set_new(cls, cost_class_names[c], json_real(r->class_ms[c]));
+    for (int k = 0; k < COST_NOPS; k++) if (r->op_ms[k] > 0) json_object_set_new(ops, cost_op_names[k], json_real(r->op_ms[k]));
+    for (int g = 0; g < COST_NGROUPS; g++) {
+        json_t *o = json_object();
+        for (int k = 0; k < COMM_NKIND; k++)
+            if (r->comm_by_ms[g][k] > 0) json_object_set_new(o, comm_kind_names[k], json_real(r->comm_by_ms[g][k]));
+        json_object_set_new(comm, cost_group_names[g], o);
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "predicted", json_true());
+    json_object_set_new(j, "step_ms", json_real(r->step_ms));
+    json_object_set_new(j, "tok_s", json_real(p->tok_s));
+    json_object_set_new(j, "tok_s_per_rank", json_real(p->tok_s_per_rank));
+    json_object_set_new(j, "mfu", json_real(p->mfu));
+    json_object_set_new(j, "compute_ms", json_real(r->compute_ms));
+    json_object_set_new(j, "comm_ms", json_real(r->comm_ms));
+    json_object_set_new(j, "exposed_comm_ms", json_real(r->exposed_comm_ms));
+    json_object_set_new(j, "compute_ms_by_class", cls);
+    json_object_set_new(j, "compute_ms_by_op", ops);
+    json_object_set_new(j, "comm_ms_by_group", comm);
+    json_object_set_new(j, "host_issue_ms", json_real(r->host_issue_ms));
+    json_object_set_new(j, "compute_share", json_real(r->share));
+    json_object_set_new(j, "slowest_rank", json_integer(p->rank));
+    json_object_set_new(j, "ranks_per_host", json_integer(p->ranks_per_host));
+    json_object_set_new(j, "machine", json_string(m->name));
+    json_object_set_new(j, "machine_from", json_string(from ? from : "file"));
+    json_object_set_new(j, "machine_calibrated", m->calibrated[0] ? json_string(m->calibrated) : json_null());
+    json_object_set_new(j, "machine_estimates", cost_machine_estimates(m));
+    return j;
+}
+
+void cost_prediction_print(FILE *f, const cost_prediction *p, const cost_machine *m, const char *from) {
+    const cost_result *r = &p->r;
+    json_t *est = cost_machine_estimates(m);
+    fprintf(f, "# predicted step (machine %s, %s%s%s; %d ranks per host%s): %.3f ms, %.0f tok/s, MFU %.1f%%\n", m->name,
+            from ? from : "file", m->calibrated[0] ? " " : "", m->calibrated, p->ranks_per_host,
+            r->share > 1 ? ", sharing compute" : "", r->step_ms, p->tok_s, 100 * p->mfu);
+    fprintf(f, "# predicted compute %.3f ms:", r->compute_ms);
+    for (int c = 0; c < COST_NCLASS; c++) if (r->class_ms[c] > 0) fprintf(f, " %s %.3f", cost_class_names[c], r->class_ms[c]);
+    fprintf(f, "\n# predicted communication %.3f ms, exposed %.3f ms:", r->comm_ms, r->exposed_comm_ms);
+    for (int g = 0; g < COST_NGROUPS; g++)
+        for (int k = 0; k < COMM_NKIND; k++)
+            if (r->comm_by_ms[g][k] > 0) fprintf(f, " %s %s %.3f", cost_group_names[g], comm_kind_names[k], r->comm_by_ms[g][k]);
+    fprintf(f, "\n");
+    if (json_array_size(est)) {
+        fprintf(f, "# predicted with estimated machine figures:");
+        for (size_t i = 0; i < json_array_size(est); i++) fprintf(f, "%s %s", i ? "," : "", json_string_value(json_array_get(est, i)));
+        fprintf(f, "\n");
+    }
+    json_decref(est);
+}
+
+int cost_exe_dir(char *out, size_t cap) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return -1;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    if (strlen(self) >= cap) return -1;
+    memcpy(out, self, strlen(self) + 1);
+    return 0;
+}
+
+int cost_local_machine_path(const char *build_dir, char *out, size_t cap) {
+    char host[64] = {0};
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "unknown");
+    for (char *c = host; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int w = snprintf(out, cap, "%s/machines/%s-%ldc.json", build_dir, host, cores > 0 ? cores : 0);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+static int is_file_spec(const char *s) {
+    size_t n = strlen(s);
+    return strchr(s, '/') || (n > 5 && !strcmp(s + n - 5, ".json")) || access(s, F_OK) == 0;
+}
+
+int cost_machine_resolve(const char *spec, const char *gpu, const char *build_dir, cost_machine *m, const char **from,
+                         char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    *from = NULL;
+    const char *env = getenv("MESHSWEEP_MACHINE");
+    if ((spec && !strcmp(spec, "none")) || (!spec && env && !strcmp(env, "none"))) return 0;   /* no model: no prediction */
+    if (spec) {
+        if (cost_machine_shipped(spec, m) == 0) { *from = "shipped"; return 1; }
+        if (!is_file_spec(spec)) {
+            char names[128];
+            cost_machine_shipped_names(names, sizeof names);
+            snprintf(err, errlen, "--machine '%s' is not a known machine (known: %s) nor a machine file", spec, names);
+            return -1;
+        }
+        if (cost_machine_load(spec, m, err, errlen)) return -1;
+        *from = m->calibrated[0] ? "calibrated" : "file";
+        return 1;
+    }
+    if (env && *env) {
+        if (cost_machine_load(env, m, err, errlen)) return -1;
+        *from = m->calibrated[0] ? "calibrated" : "file";
+        return 1;
+    }
+    if (gpu && cost_machine_shipped(gpu, m) == 0) { *from = "shipped"; return 1; }
+    char path[4200];
+    if (!build_dir || cost_local_machine_path(build_dir, path, sizeof path) || access(path, R_OK) != 0) return 0;
+    if (cost_machine_load(path, m, err, errlen)) return -1;
+    *from = "calibrated";
+    return 1;
+}

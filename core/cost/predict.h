@@ -1,0 +1,48 @@
+/* core/cost/predict.h — the predicted cost of one training step of a mesh (design 13): the step recorded
+ * from the engine (core/cost/trace.h), replayed on a machine model (core/cost/timeline.h) for the ranks
+ * that can differ, the slowest taken; tokens/s and MFU from it; which machine it is and where it comes
+ * from (this host's calibration, a shipped GPU model, a file). Every figure here is a prediction and
+ * is labelled so wherever it is shown (predicted_*, "predicted" in text). */
+#ifndef MESHSWEEP_COST_PREDICT_H
+#define MESHSWEEP_COST_PREDICT_H
+#include <jansson.h>
+#include <stdio.h>
+#include "core/cost/machine.h"
+#include "core/cost/timeline.h"
+
+typedef struct cost_req {
+    const model_config *cfg;
+    int world, tp;
+    model_opts mo;              /* mo.B, mo.T and the engine options of the step */
+    dtype_t dtype;              /* its compute precision */
+    int ranks_per_host;         /* 0: the machine's default (cost_default_ranks_per_host) */
+    const cost_machine *m;
+} cost_req;
+
+typedef struct cost_prediction {
+    cost_result r;              /* of the slowest rank */
+    int rank;                   /* which one */
+    int ranks_per_host;
+    double tokens, tok_s, tok_s_per_rank, mfu, flops_per_token;
+} cost_prediction;
+
+/* Ranks per host when not given: one GPU per rank on a GPU machine (its cores_per_host, at most the
+ * world), every rank on this host for a CPU machine. */
+int cost_default_ranks_per_host(const cost_machine *m, int world);
+int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen);
+/* The plan record's "time" object (new reference) */
+json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, const char *machine_from);
+/* The --plan lines, every one marked predicted */
+void cost_prediction_print(FILE *f, const cost_prediction *p, const cost_machine *m, const char *machine_from);
+
+/* Which machine: `spec` (--machine NAME|FILE; "none": none), else $MESHSWEEP_MACHINE (a file; "none": none), else the shipped model
+ * of `gpu` (--gpu NAME, or the CUDA device's table name), else this host's calibrated file under
+ * build_dir (cost_local_machine_path) when it exists. 1 found (*from says which: "shipped", "file",
+ * "calibrated"), 0 none (no prediction), -1 bad --machine / machine file (one line in err: exit 2). */
+int cost_machine_resolve(const char *spec, const char *gpu, const char *build_dir, cost_machine *m, const char **from,
+                         char *err, size_t errlen);
+/* build_dir/machines/HOST-Nc.json: this host's calibration (host name, online cores); -1 if too long */
+int cost_local_machine_path(const char *build_dir, char *out, size_t cap);
+/* The folder of the running program (/proc/self/exe), where build/machines/ lives; -1 if unknown */
+int cost_exe_dir(char *out, size_t cap);
+#endif

@@ -1,0 +1,99 @@
+/* core/cost/timeline.c — the three-clock replay of core/cost/timeline.h. Times are microseconds inside,
+ * milliseconds in the result. */
+#include "core/cost/timeline.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int host_of(const cost_place *p, int r) { return p->ranks_per_host > 0 ? r / p->ranks_per_host : 0; }
+
+void cost_group_shape(const cost_place *p, int group, int *ranks, int *ranks_per_host, int *host_ranks) {
+    int tp = p->tp, dp = p->world / p->tp, tr = p->rank % tp, dr = p->rank / tp, me = host_of(p, p->rank);
+    int n = group == 0 ? tp : group == 1 ? dp : p->world, local = 0;
+    for (int i = 0; i < n; i++) {
+        int r = group == 0 ? dr * tp + i : group == 1 ? tr + i * tp : i;
+        local += host_of(p, r) == me;
+    }
+    int hr = 0;
+    for (int r = 0; r < p->world; r++) hr += host_of(p, r) == me;
+    *ranks = n; *ranks_per_host = local; *host_ranks = hr;
+}
+
+typedef struct pend { uint32_t id; double v; int group, kind; } pend;
+
+static double maxd(double a, double b) { return a > b ? a : b; }
+
+int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *p, cost_result *r, char *err,
+                  size_t errlen) {
+    memset(r, 0, sizeof *r);
+    int shape[COST_NGROUPS][3];
+    for (int g = 0; g < COST_NGROUPS; g++) cost_group_shape(p, g, &shape[g][0], &shape[g][1], &shape[g][2]);
+    double share = cost_machine_op_scale(m, shape[COST_GROUP_WORLD][2]);
+    r->share = share;
+    double th = 0, tc = 0, tm = 0;   /* host, compute stream, communication stream (us) */
+    pend *pd = NULL;
+    size_t npd = 0, cap = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const cost_event *e = &t->ev[i];
+        if (e->type == COST_EV_OP) {
+            double d = cost_machine_op_us(m, e) * share;
+            r->class_ms[cost_op_class_of((cost_op_kind)e->kind)] += d / 1e3;
+            r->op_ms[e->kind] += d / 1e3;
+            r->compute_ms += d / 1e3;
+            r->n_ops++;
+            if (m->async) {             /* the op reaches the device once the host has issued it */
+                th += m->launch_us;
+                r->host_issue_ms += m->launch_us / 1e3;
+                tc = maxd(tc, th) + d;
+                if (e->host) th = maxd(th, tc);          /* the host waits for the result */
+            } else {
+                tc = th = maxd(th, tc) + d;
+            }
+            continue;
+        }
+        if (e->type == COST_EV_WAIT) {
+            size_t k = 0;
+            while (k < npd && pd[k].id != e->id) k++;
+            if (k == npd) continue;   /* a wait for a collective that needed no communication */
+            if (m->overlap) tc = maxd(tc, pd[k].v);
+            else tc = th = maxd(th, tc) + pd[k].v;
+            pd[k] = pd[--npd];
+            continue;
+        }
+        int g = e->group < COST_NGROUPS ? e->group : COST_GROUP_WORLD;
+        int n = e->ranks > 0 ? e->ranks : shape[g][0];
+        int flags = (e->host ? COST_COLL_HOST : 0) | (e->type == COST_EV_START ? COST_COLL_STARTED : 0);
+        double d = cost_machine_coll_us(m, e->kind, e->bytes, n, shape[g][1], shape[g][2], flags, err, errlen);
+        if (d < 0) { free(pd); return -1; }
+        r->comm_ms += d / 1e3;
+        r->comm_by_ms[g][e->kind] += d / 1e3;
+        r->n_colls++;
+        double v = d;
+        if (e->host) {                        /* MPI on host memory: the host runs it (its data came to the host before) */
+            if (m->async) th += d;
+            else tc = th = maxd(th, tc) + d;
+            continue;
+        }
+        if (m->overlap) {
+            double start = maxd(maxd(tm, tc), th);   /* ordered after everything issued to the compute stream */
+            tm = start + d;
+            if (e->type == COST_EV_COLL) tc = tm;    /* the compute stream waits for its end */
+            v = tm;
+        } else if (e->type == COST_EV_COLL) {
+            tc = th = maxd(th, tc) + d;
+        }
+        if (e->type == COST_EV_START) {
+            if (npd == cap) {
+                pend *q = realloc(pd, (cap = cap ? cap * 2 : 16) * sizeof *q);
+                if (!q) { free(pd); snprintf(err, errlen, "out of host memory"); return -1; }
+                pd = q;
+            }
+            pd[npd++] = (pend){e->id, v, g, e->kind};
+        }
+    }
+    free(pd);
+    double end = maxd(maxd(th, tc), tm);
+    r->step_ms = end / 1e3;
+    r->exposed_comm_ms = r->step_ms - r->compute_ms > 0 ? r->step_ms - r->compute_ms : 0;
+    return 0;
+}

@@ -1,0 +1,181 @@
+/* kernels/cuda/attention_fwd.cu — causal GQA attention forward on tensor cores (bf16, head dims 64 and 128).
+ *
+ * What it is: FlashAttention-2's forward on mma.sync.m16n8k16 (shared pieces: attention_tile.cuh).
+ * A block is 64 query rows (4 warps x 16) of one (batch, query head); it walks the key tiles of 64
+ * up to the diagonal (tiles above it are never loaded) through two shared stages: tile j + 1 is in
+ * flight (cp.async) while tile j is computed, one commit group per tile, wait_group 1 before use.
+ * Q is loaded once, through the second stage, into registers (ldmatrix). S = Q·Kᵀ takes K by plain
+ * ldmatrix; O += P·V takes V by ldmatrix .trans; P comes from the S accumulators in registers.
+ * Scores are kept in the log2 domain: s₂ = (q·k)·scale·log2(e), one FMUL folded into the score, so
+ * every exponential is one ex2.approx; lse = (m₂ + log2 l)·ln 2 is stored in the natural log the
+ * interface and the backward expect. Tile shape for occupancy: 128 threads, 36 KiB (hd 64) or
+ * 68 KiB (hd 128) of shared memory, registers capped by __launch_bounds__ at 168 (3 blocks, 12
+ * warps an SM; at 4 blocks, 128 registers, hd 64 spills on sm_90); tests/t_cuda_sass.sh checks the
+ * SASS has no spills.
+ * What it is not: wgmma/TMA (sm_90 only) or a split over keys (flash-decoding); the launch puts the
+ * longest rows first, the only load balancing.
+ */
+#include "kernels/cuda/attention_tile.cuh"
+
+
+/* one key tile: S = Q·Kᵀ (log2 domain, masked on the diagonal tile), the online softmax update
+ * of m, l and O, then O += P·V. Rows r0, r1 of this lane; keys t0.. */
+template <int HD>
+static __device__ __forceinline__ void fwd_tile(float (&o)[HD / 8][4], float &m0, float &m1, float &l0, float &l1,
+                                                const uint32_t (&qf)[HD / 16][4], const bf16s *Kt,
+                                                const bf16s *Vt, int t0, int r0, int r1, bool diag, float sl2) {
+    constexpr int LDS = att_shape<HD>::LDS, BN = att_shape<HD>::FWD_KEYS, NT = BN / 8;
+    const int tq = threadIdx.x & 3;
+    float s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t bf[4];
+            lds_b_rows(bf, Kt, LDS, np * 16, kk * 16);
+            mma_m16n8k16_bf16(s[2 * np], qf[kk], bf, s[2 * np]);
+            mma_m16n8k16_bf16(s[2 * np + 1], qf[kk], bf + 2, s[2 * np + 1]);
+        }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float x = s[nt][i] * sl2;
+            /* keys past T only occur in the diagonal tile, and only for rows past T (key <= row) */
+            if (diag && t0 + nt * 8 + 2 * tq + (i & 1) > (i < 2 ? r0 : r1)) x = -INFINITY;
+            s[nt][i] = x;
+            if (i < 2) mx0 = fmaxf(mx0, x);
+            else mx1 = fmaxf(mx1, x);
+        }
+    const float mn0 = fmaxf(m0, group_max(mx0)), mn1 = fmaxf(m1, group_max(mx1));
+    /* key 0 is valid for every row, so m is finite from the first tile on; the guard keeps a row
+       that had no valid key yet at m = -inf without computing inf - inf */
+    const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float c0 = ex2_approx(m0 - ref0), c1 = ex2_approx(m1 - ref1); /* 0 while m was -inf */
+    m0 = mn0;
+    m1 = mn1;
+    l0 *= c0;
+    l1 *= c1;
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+        o[i][0] *= c0;
+        o[i][1] *= c0;
+        o[i][2] *= c1;
+        o[i][3] *= c1;
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        s[nt][0] = ex2_approx(s[nt][0] - ref0);
+        s[nt][1] = ex2_approx(s[nt][1] - ref0);
+        s[nt][2] = ex2_approx(s[nt][2] - ref1);
+        s[nt][3] = ex2_approx(s[nt][3] - ref1);
+        l0 += s[nt][0] + s[nt][1];
+        l1 += s[nt][2] + s[nt][3];
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t pa[4];
+        acc_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            uint32_t bf[4];
+            lds_b_cols(bf, Vt, LDS, kk * 16, dp * 16);
+            mma_m16n8k16_bf16(o[2 * dp], pa, bf, o[2 * dp]);
+            mma_m16n8k16_bf16(o[2 * dp + 1], pa, bf + 2, o[2 * dp + 1]);
+        }
+    }
+}
+
+/* grid (ceil(T/64), H, B), 128 threads; sl2 = scale·log2(e) */
+template <int HD>
+static __global__ void __launch_bounds__(128, 3)
+attention_forward_tc_kernel(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int T, int H,
+                            int KV, float sl2, int vec) {
+    constexpr int LDS = att_shape<HD>::LDS, BN = att_shape<HD>::FWD_KEYS, KD = HD / 16, ND = HD / 8;
+    static_assert(BN == TC_ROWS, "Q is loaded through a key stage");
+    DYNAMIC_SMEM(float, smem);
+    bf16s *Ks = reinterpret_cast<bf16s *>(smem); /* [2][BN][LDS] */
+    bf16s *Vs = Ks + 2 * BN * LDS;               /* [2][BN][LDS] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / KV);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS; /* the longest rows first */
+    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const bf16s *qb = q + (size_t)b * T * ldq + (size_t)h * HD;
+    const bf16s *kb = k + (size_t)b * T * ldk + (size_t)kvh * HD;
+    const bf16s *vb = v + (size_t)b * T * ldk + (size_t)kvh * HD;
+    bf16s *Qs = Vs + BN * LDS; /* V's second stage, free until tile 1 is loaded */
+    tile_load<HD>(Qs, qb, ldq, q0, TC_ROWS, T, vec);
+    cp_async_commit();
+    tile_load<HD>(Ks, kb, ldk, 0, BN, T, vec);
+    tile_load<HD>(Vs, vb, ldk, 0, BN, T, vec);
+    cp_async_commit();
+    cp_async_wait<1>(); /* Q */
+    __syncthreads();
+    uint32_t qf[KD][4];
+#pragma unroll
+    for (int kk = 0; kk < KD; kk++) lds_a(qf[kk], Qs, LDS, warp * 16, kk * 16);
+    __syncthreads(); /* every warp holds its Q: the stage is free */
+    float o[ND][4];
+#pragma unroll
+    for (int i = 0; i < ND; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows r0, r1; l is this lane's part */
+    const int ntiles = (att_key_end(q0, T) + BN - 1) / BN;
+    for (int j = 0; j < ntiles; j++) {
+        const int st = j & 1;
+        if (j + 1 < ntiles) { /* into the stage tile j - 1 used; the barrier ending j - 1 freed it */
+            tile_load<HD>(Ks + (st ^ 1) * BN * LDS, kb, ldk, (j + 1) * BN, BN, T, vec);
+            tile_load<HD>(Vs + (st ^ 1) * BN * LDS, vb, ldk, (j + 1) * BN, BN, T, vec);
+        }
+        cp_async_commit(); /* one group per iteration, empty on the last */
+        cp_async_wait<1>(); /* all but the newest: tile j has landed (for this thread) */
+        __syncthreads();    /* ... and for every thread */
+        const int t0 = j * BN;
+        const bool diag = t0 + BN - 1 > q0 + warp * 16; /* warp-uniform: some key of the tile > some row */
+        fwd_tile<HD>(o, m0, m1, l0, l1, qf, Ks + st * BN * LDS, Vs + st * BN * LDS, t0, r0, r1, diag, sl2);
+        __syncthreads(); /* stage st is consumed before iteration j + 1 refills it */
+    }
+    l0 = group_sum(l0);
+    l1 = group_sum(l1);
+    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+    bf16s *ob = out + (size_t)b * T * ldq + (size_t)h * HD;
+#pragma unroll
+    for (int dt = 0; dt < ND; dt++) {
+        const int c = dt * 8 + 2 * tq;
+        if (r0 < T) {
+            cstore(ob, (size_t)r0 * ldq + c, o[dt][0] * inv0);
+            cstore(ob, (size_t)r0 * ldq + c + 1, o[dt][1] * inv0);
+        }
+        if (r1 < T) {
+            cstore(ob, (size_t)r1 * ldq + c, o[dt][2] * inv1);
+            cstore(ob, (size_t)r1 * ldq + c + 1, o[dt][3] * inv1);
+        }
+    }
+    float *lb = lse + ((size_t)b * H + h) * T;
+    if (tq == 0 && r0 < T) lb[r0] = (m0 + log2f(l0)) * ATT_LN2;
+    if (tq == 0 && r1 < T) lb[r1] = (m1 + log2f(l1)) * ATT_LN2;
+}
+
+template <int HD> static size_t smem_forward() {
+    return 4u * att_shape<HD>::FWD_KEYS * (size_t)att_shape<HD>::LDS * sizeof(bf16s);
+}
+
+template <int HD>
+void attention_tc_forward(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T, int H,
+                          int KV) {
+    const size_t smem = smem_forward<HD>();
+    allow_smem(attention_forward_tc_kernel<HD>, smem);
+    const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)H, (unsigned)B);
+    const float sl2 = ATT_LOG2E / sqrtf((float)HD);
+    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const int vec = tile_vec_ok(q, ldq) && tile_vec_ok(k, ldk) && tile_vec_ok(v, ldk);
+    LAUNCH(attention_forward_tc_kernel<HD>, grid, 128, smem, out, lse, q, k, v, T, H, KV, sl2, vec);
+}
+
+template void attention_tc_forward<64>(bf16s *, float *, const bf16s *, const bf16s *, const bf16s *, int, int, int,
+                                       int);
+template void attention_tc_forward<128>(bf16s *, float *, const bf16s *, const bf16s *, const bf16s *, int, int, int,
+                                        int);

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# tests/t_cost.sh — the step-time model through the programs: --plan's predicted step and its "time"
+# record, --world 64 --gpus-per-host 8 (the DP groups across hosts on the network, TP inside), a run
+# record's summary.predicted_step_ms and prediction_error, build/calibrate on a tiny grid (--quick)
+# and its drift check, a sweep that calibrates its host once (copies of the programs in a scratch
+# folder, so the build's own machine file is never written) and reports predicted against measured,
+# --plan-only ranking the 8B 8×H100 meshes by predicted tok/s, and the bad inputs (an unknown
+# --machine, machine files that are malformed, miss a field or have a zero rate: exit 2, one line
+# naming the field). Never a full calibration: only --quick grids and a given machine file.
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+TRAIN=$BUILD/train; CAL=$BUILD/calibrate; SWEEP=$BUILD/sweep
+for p in "$TRAIN" "$CAL" "$SWEEP"; do [ -x "$p" ] || { fail cost_programs "$p missing"; exit 1; }; done
+T=$(mktemp -d /tmp/t_cost.XXXXXX); trap 'rm -rf "$T"' EXIT
+unset MESHSWEEP_MACHINE
+FIX=tests/cost/machine-cpu.json
+j() { /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+jt() { [ "$(j "$1" "$2")" = True ]; }   # jt FILE PYEXPR: the expression holds for the document d
+
+# ---- --plan: the predicted step and the plan record's "time" --------------------------------------
+P8B=(--plan --model llama3.1-8b --seq-len 1024 --backend cuda --dtype bf16)
+if must cost_plan_h100 "$TRAIN" "${P8B[@]}" --world 8 --tp 2 --batch-size 2 --machine h100-80gb --out "$T/p.json" > "$T/p.txt"; then
+  jt "$T/p.json" 'd["time"]["predicted"] and d["time"]["machine"] == "h100-80gb" and d["time"]["step_ms"] > 0 and 0 < d["time"]["mfu"] < 1 and d["time"]["compute_ms"] > 0 and d["time"]["comm_ms"] > 0 and 0 <= d["time"]["exposed_comm_ms"] <= d["time"]["comm_ms"] + 1e-9' \
+    && ok cost_plan_time_fields || fail cost_plan_time_fields "$(head -c 400 "$T/p.json")"
+  jt "$T/p.json" 'abs(d["time"]["tok_s"] - d["global_batch"] * d["seq_len"] / (d["time"]["step_ms"] / 1e3)) < 1e-6 * d["time"]["tok_s"]' \
+    && ok cost_plan_tok_s_from_step || fail cost_plan_tok_s_from_step "tok_s is not global tokens / step"
+  n=$(grep -c 'ms' "$T/p.txt"); np=$(grep 'ms' "$T/p.txt" | grep -v '^# rank\|MiB' | grep -vc predicted)
+  [ "$np" -eq 0 ] && grep -q '^# predicted step' "$T/p.txt" && ok cost_plan_labelled_predicted \
+    || fail cost_plan_labelled_predicted "a time line without 'predicted': $(grep ms "$T/p.txt" | grep -v predicted | head -2)"
+fi
+for rph in 8 64; do
+  must cost_plan_world64_$rph "$TRAIN" "${P8B[@]}" --world 64 --tp 8 --batch-size 2 --gpus-per-host $rph --machine h100-80gb --out "$T/w$rph.json" > /dev/null
+done
+dp8=$(j "$T/w8.json" 'd["time"]["comm_ms_by_group"]["dp"]["all_gather"]'); dp64=$(j "$T/w64.json" 'd["time"]["comm_ms_by_group"]["dp"]["all_gather"]')
+tp8=$(j "$T/w8.json" 'd["time"]["comm_ms_by_group"]["tp"]["all_gather"]'); tp64=$(j "$T/w64.json" 'd["time"]["comm_ms_by_group"]["tp"]["all_gather"]')
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$dp8') > 2 * float('$dp64') and float('$tp8') == float('$tp64') else 1)" 2>/dev/null \
+  && ok cost_plan_dp_across_hosts_tp_inside || fail cost_plan_dp_across_hosts_tp_inside "dp all_gather $dp8 vs $dp64 ms, tp $tp8 vs $tp64 ms"
+
+# ---- bad input: exit 2, one line -------------------------------------------------------------------
+PT=(--plan --world 2 --tp 2 --model tiny --seq-len 32 --batch-size 2)
+expect_exit cost_unknown_machine 2 "not a known machine \(known: h100-80gb, h200-141gb, a100-80gb\)" -- "$TRAIN" "${PT[@]}" --machine nosuch
+sed 's/"peak_tflops": 0.1/"peak_tflops": 0/' "$FIX" > "$T/zero.json"
+expect_exit cost_machine_zero_rate 2 'zero.json: compute.peak_tflops: must be > 0' -- "$TRAIN" "${PT[@]}" --machine "$T/zero.json"
+grep -v '"memory_gbs"' "$FIX" > "$T/miss.json"
+expect_exit cost_machine_missing_field 2 'miss.json: compute.memory_gbs: missing' -- "$TRAIN" "${PT[@]}" --machine "$T/miss.json"
+head -c 300 "$FIX" > "$T/trunc.json"
+expect_exit cost_machine_malformed 2 'trunc.json: line [0-9]+: not valid JSON' -- "$TRAIN" "${PT[@]}" --machine "$T/trunc.json"
+sed 's/"busbw_gbs": 2,/"busbw_gbs": -2,/' "$FIX" > "$T/neg.json"
+expect_exit cost_machine_negative_bandwidth 2 'comm.collectives\[3\].busbw_gbs: must be > 0' -- "$TRAIN" "${PT[@]}" --machine "$T/neg.json"
+MESHSWEEP_MACHINE=$T/zero.json expect_exit cost_env_machine_checked 2 'compute.peak_tflops' -- "$TRAIN" "${PT[@]}"
+expect_exit cost_gpus_per_host_plan_only 2 'gpus-per-host is only valid with --plan' -- "$TRAIN" --gpus-per-host 8 --steps 1
+
+# ---- a run records its prediction next to what it measured ----------------------------------------
+if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --model tiny --seq-len 32 --batch-size 2 --steps 4 \
+     --log-every 100 --out "$T/r.json" > "$T/r.log" 2>&1; then
+  jt "$T/r.json" 'd["summary"]["predicted_step_ms"] > 0 and d["summary"]["prediction_machine"] == "test-cpu" and abs(d["summary"]["prediction_error"] - (d["summary"]["predicted_step_ms"] / d["summary"]["step_ms_median"] - 1)) < 1e-9 and d["prediction"]["predicted"] and d["prediction"]["step_ms"] == d["summary"]["predicted_step_ms"]' \
+    && ok cost_run_record_prediction || fail cost_run_record_prediction "$(j "$T/r.json" 'd["summary"]')"
+  grep -q '^train: step 1/4 .* | predicted step [0-9.]* ms (machine test-cpu)' "$T/r.log" && ok cost_run_says_predicted \
+    || fail cost_run_says_predicted "the first progress line does not say the predicted step: $(grep 'step 1/' "$T/r.log")"
+fi
+
+# ---- calibration on a tiny grid, and its drift check ----------------------------------------------
+if must cost_calibrate_quick "${MPIRUN[@]}" -np 2 "$CAL" --quick --out "$T/m.json" > "$T/c.log" 2>&1; then
+  jt "$T/m.json" 'd["schema"] == "meshsweep.machine/1" and d["calibrated"] and d["cores"] >= 1 and len(d["compute"]["gemm"]) > 0 and any(c.get("ranks") == 2 and c["kind"] == "reduce_scatter" and len(c["table"]) >= 3 for c in d["comm"]["collectives"])' \
+    && ok cost_calibrate_file || fail cost_calibrate_file "$(head -c 300 "$T/m.json")"
+  must cost_calibrated_plan "$TRAIN" "${PT[@]}" --machine "$T/m.json" --out "$T/mp.json" > /dev/null \
+    && jt "$T/mp.json" 'd["time"]["machine_from"] == "calibrated" and d["time"]["step_ms"] > 0' \
+    && ok cost_calibrated_machine_predicts || fail cost_calibrated_machine_predicts "$(head -c 300 "$T/mp.json")"
+  must cost_check "${MPIRUN[@]}" -np 2 "$CAL" --check "$T/m.json" --out "$T/chk.json" > /dev/null 2>&1 \
+    && jt "$T/chk.json" 'd["schema"] == "meshsweep.machine_check/1" and d["compute_ratio"] > 0 and d["comm_ratio"] > 0 and len(d["load"]) == 3' \
+    && ok cost_check_ratios || fail cost_check_ratios "$(head -c 300 "$T/chk.json" 2>/dev/null)"
+fi
+expect_exit cost_calibrate_bad_spec 2 'calibrate: .*nosuch.json' -- "$CAL" --quick --spec "$T/nosuch.json" --out "$T/x.json"
+
+# ---- a sweep on a host without a machine file calibrates it once, then predicts every mesh -------
+mkdir -p "$T/bin"; cp "$TRAIN" "$CAL" "$T/bin/"
+DATA=$(pwd)/$BUILD/data/kjv/train.bin
+printf '%s\n' '{"name": "cost", "world": 2, "meshes": ["1x2", "2x1"], "model": "tiny", "seq_len": 32, "steps": 4,
+  "lr": 0.003, "batch_size": 2, "data": "'"$DATA"'", "backend": "cpu",
+  "launcher": ["mpirun", "--oversubscribe", "-np", "{world}"], "timeout_s": 120}' > "$T/s.json"
+if MESHSWEEP_CALIBRATE=quick must cost_sweep "$SWEEP" "$T/s.json" --train "$T/bin/train" --out-dir "$T/res" > "$T/s.log" 2>&1; then
+  D=$(ls -d "$T"/res/cost/*/ | head -1)
+  ls "$T"/bin/machines/*.json >/dev/null 2>&1 && grep -q 'calibrating it once' "$T/s.log" && ok cost_sweep_calibrates_once \
+    || fail cost_sweep_calibrates_once "no machine file in $T/bin/machines: $(tail -3 "$T/s.log")"
+  jt "$D/summary.json" 'd["machine"]["calibrated_by_this_sweep"] and d["machine"]["check"]["compute_ratio"] > 0 and all(m["predicted_step_ms"] > 0 and abs(m["prediction_error"] - (m["predicted_step_ms"] / m["measured_step_ms"] - 1)) < 1e-9 for m in d["meshes"])' \
+    && ok cost_sweep_summary_prediction || fail cost_sweep_summary_prediction "$(j "$D/summary.json" '[(m["predicted_step_ms"], m["measured_step_ms"]) for m in d["meshes"]]')"
+  grep -q '^## Predicted step time' "$D/report.md" && grep -q 'prediction error' "$D/report.md" && [ -s "$D/prediction.png" ] \
+    && ok cost_sweep_report_and_chart || fail cost_sweep_report_and_chart "no section or prediction.png"
+  head -1 "$D/summary.csv" | grep -q 'predicted_step_ms,measured_step_ms,prediction_error,status$' && ok cost_sweep_csv \
+    || fail cost_sweep_csv "$(head -1 "$D/summary.csv")"
+  MESHSWEEP_CALIBRATE=quick must cost_sweep_again "$SWEEP" "$T/s.json" --fresh --train "$T/bin/train" --out-dir "$T/res" > "$T/s2.log" 2>&1 \
+    && ! grep -q 'calibrating it once' "$T/s2.log" && grep -q 'sweep: machine .* now compute' "$T/s2.log" \
+    && ok cost_sweep_second_checks_only || fail cost_sweep_second_checks_only "$(grep 'sweep: ' "$T/s2.log" | head -3)"
+fi
+
+# ---- --plan-only ranks the meshes by predicted tok/s (the 8B 8xH100 spec, no GPU needed) ---------
+if must cost_plan_only_8b "$SWEEP" sweeps/llama3.1-8b-8xH100.json --plan-only --out-dir "$T/pl" > "$T/pl.log" 2>&1; then
+  D=$(ls -d "$T"/pl/*/*/ | head -1)
+  jt "$D/summary.json" 'sorted(m["predicted_rank"] for m in d["meshes"]) == [1, 2, 3, 4] and all((a["predicted_rank"] < b["predicted_rank"]) == (a["predicted_tok_s"] > b["predicted_tok_s"]) for a in d["meshes"] for b in d["meshes"] if a is not b)' \
+    && ok cost_plan_only_ranked || fail cost_plan_only_ranked "$(j "$D/summary.json" '[(m["mesh"], m["predicted_rank"], m["predicted_tok_s"]) for m in d["meshes"]]')"
+  grep -q 'rank by predicted tok/s' "$D/report.md" && grep -q 'are estimates' "$D/report.md" && ok cost_plan_only_report \
+    || fail cost_plan_only_report "report.md has no ranking or no estimates line"
+fi

@@ -1,0 +1,325 @@
+/* tests/test_cost.c — the step-time model (core/cost/) on its own: the arithmetic of a hand-made trace on
+ * a machine with known tables (the exact predicted milliseconds), the overlap rules of the timeline
+ * (a started gather longer than the compute it hides behind exposes the difference, a shorter one
+ * nothing; without overlap it is all exposed; a blocking collective always is), the look-ups (curve
+ * interpolation, nearest measured GEMM shapes, the collective entry for a group shape and for a started
+ * collective), the recorded
+ * step (every started collective is waited for; the GEMM FLOPs of a step are exactly 6 × tokens ×
+ * matrix parameters), monotonicity on real steps (more bandwidth is never slower, more ranks per core
+ * never faster), and the machine file: round trip, and every bad file a line naming its field. */
+#include "tests/check.h"
+#include "core/cost/machine.h"
+#include "core/cost/predict.h"
+#include "core/cost/timeline.h"
+#include "core/formats/config.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(b) > 1 ? fabs(b) : 1); }
+
+/* a synchronous machine: GEMM 100x100x100 measured at 50 us, add by a curve, all-gather over 2 ranks on
+ * one host as 10 us + bytes / 1 GB/s of bus bandwidth */
+static void toy_machine(cost_machine *m, int async, int overlap) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "toy");
+    m->async = async; m->overlap = overlap;
+    m->peak_tflops = 1; m->n_eff = 1; m->eff_flops[0] = 1; m->eff[0] = 1;
+    m->attention_efficiency = 1; m->memory_gbs = 1; m->memory_efficiency = 1; m->host_link_gbs = 1;
+    m->cores_per_host = 2; m->oversubscribed_efficiency = 0.5;
+    m->ngemm = 1;
+    m->gemm = calloc(1, sizeof *m->gemm);
+    m->gemm[0] = (cost_gemm_point){COST_GEMM_FWD, 100, 100, 100, 50};
+    m->ops[COST_ADD] = (cost_curve){.n = 2, .x = {1000, 2000}, .us = {2, 3}};
+    m->ncoll = 1;
+    m->coll = calloc(1, sizeof *m->coll);
+    m->coll[0] = (cost_coll){.kind = COMM_ALL_GATHER, .ranks = 2, .ranks_per_host = 2, .scope = COST_SCOPE_INTRA,
+                             .latency_us = 10, .busbw_gbs = 1};
+}
+
+static cost_event op(cost_op_kind k, int64_t a, int64_t b, int64_t c) {
+    cost_event e = {.type = COST_EV_OP, .kind = (uint8_t)k, .dim = {a, b, c, 0, 0}};
+    cost_op_work(k, e.dim, 4, &e.flops, &e.bytes);
+    return e;
+}
+static cost_event coll(int type, double bytes, uint32_t id) {
+    return (cost_event){.type = (uint8_t)type, .kind = COMM_ALL_GATHER, .group = COST_GROUP_DP, .ranks = 2, .id = id,
+                        .bytes = bytes};
+}
+
+static void test_arithmetic(void) {
+    cost_machine m;
+    toy_machine(&m, 0, 0);
+    /* GEMM 50 us; add of 500 floats = 6000 bytes, past the curve's end: its last rate, 3 us per 2000 B = 9 us;
+     * all-gather of 4000 B over 2 ranks: 10 + 4000 * (1/2) / 1000 = 12 us. Total 71 us. */
+    cost_event ev[] = {op(COST_GEMM_FWD, 100, 100, 100), op(COST_ADD, 500, 0, 0), coll(COST_EV_COLL, 4000, 0)};
+    cost_trace t = {.ev = ev, .n = 3, .cbytes = 4};
+    cost_place p = {.world = 2, .tp = 1, .rank = 0, .ranks_per_host = 2};
+    cost_result r;
+    char err[256];
+    int rc = cost_timeline(&t, &m, &p, &r, err, sizeof err);
+    CHECK(rc == 0 && near(r.step_ms, 0.071), "cost_arithmetic_exact_step", "rc %d step %.9f ms, want 0.071 (%s)", rc,
+          r.step_ms, rc ? err : "");
+    CHECK(near(r.compute_ms, 0.059) && near(r.comm_ms, 0.012) && near(r.exposed_comm_ms, 0.012) &&
+          near(r.class_ms[COST_CLASS_GEMM], 0.05) && near(r.comm_by_ms[COST_GROUP_DP][COMM_ALL_GATHER], 0.012),
+          "cost_arithmetic_breakdown", "compute %.6f comm %.6f exposed %.6f gemm %.6f", r.compute_ms, r.comm_ms,
+          r.exposed_comm_ms, r.class_ms[COST_CLASS_GEMM]);
+    /* four ranks on the 2 cores: compute × 4 / (2 × 0.5) = ×4, collectives as measured (the entry's shape) */
+    cost_place p4 = {.world = 2, .tp = 1, .rank = 0, .ranks_per_host = 4};
+    cost_machine_free(&m);
+    toy_machine(&m, 0, 0);
+    m.coll[0].host_ranks = 0;
+    rc = cost_timeline(&t, &m, &p4, &r, err, sizeof err);
+    CHECK(rc == 0 && near(r.share, 1.0), "cost_share_counts_job_ranks", "rc %d share %g (2 ranks of a world of 2)", rc, r.share);
+    CHECK(near(cost_machine_share(&m, 4), 4.0) && near(cost_machine_share(&m, 2), 1.0) && near(cost_machine_share(&m, 1), 1.0),
+          "cost_share_factor", "share(4) %g share(2) %g", cost_machine_share(&m, 4), cost_machine_share(&m, 2));
+    /* ops measured with 8 ranks at once on the 2 cores (share 8) are used as they are for 8 ranks, halved for 4 */
+    m.calibrated_ranks = 8;
+    CHECK(near(cost_machine_op_scale(&m, 8), 1.0) && near(cost_machine_op_scale(&m, 4), 0.5) &&
+          near(cost_machine_op_scale(&m, 2), 0.125), "cost_op_scale_calibrated_ranks", "scale(8) %g scale(4) %g scale(2) %g",
+          cost_machine_op_scale(&m, 8), cost_machine_op_scale(&m, 4), cost_machine_op_scale(&m, 2));
+    cost_machine_free(&m);
+}
+
+/* compute of 50 us (one GEMM) behind a started gather of `bytes` */
+static double overlapped(int overlap, double bytes, double *exposed) {
+    cost_machine m;
+    toy_machine(&m, 1, overlap);
+    cost_event ev[] = {coll(COST_EV_START, bytes, 7), op(COST_GEMM_FWD, 100, 100, 100), coll(COST_EV_WAIT, 0, 7),
+                       op(COST_GEMM_FWD, 100, 100, 100)};
+    cost_trace t = {.ev = ev, .n = 4, .cbytes = 4};
+    cost_place p = {.world = 2, .tp = 1, .rank = 0, .ranks_per_host = 2};
+    cost_result r;
+    char err[256];
+    if (cost_timeline(&t, &m, &p, &r, err, sizeof err)) r.step_ms = -1;
+    *exposed = r.exposed_comm_ms;
+    cost_machine_free(&m);
+    return r.step_ms;
+}
+
+static void test_overlap(void) {
+    double ex;
+    /* gather 10 + 160000/2/1000 = 90 us > 50 us of compute: 40 us exposed, step 90 + 50 */
+    double s = overlapped(1, 160000, &ex);
+    CHECK(near(s, 0.140) && near(ex, 0.040), "cost_overlap_long_gather_exposes_difference", "step %.6f exposed %.6f", s, ex);
+    /* gather 10 + 40000/2/1000 = 30 us < 50 us: hidden, step 100 us */
+    s = overlapped(1, 40000, &ex);
+    CHECK(near(s, 0.100) && near(ex, 0.0), "cost_overlap_short_gather_hidden", "step %.6f exposed %.6f", s, ex);
+    /* no overlap (MPI on host buffers): the gather runs at the wait */
+    s = overlapped(0, 40000, &ex);
+    CHECK(near(s, 0.130) && near(ex, 0.030), "cost_no_overlap_gather_at_wait", "step %.6f exposed %.6f", s, ex);
+    /* a blocking collective between two GEMMs is on the critical path even where collectives overlap */
+    cost_machine m;
+    toy_machine(&m, 1, 1);
+    cost_event ev[] = {op(COST_GEMM_FWD, 100, 100, 100), coll(COST_EV_COLL, 40000, 0), op(COST_GEMM_FWD, 100, 100, 100)};
+    cost_trace t = {.ev = ev, .n = 3, .cbytes = 4};
+    cost_place p = {.world = 2, .tp = 1, .rank = 0, .ranks_per_host = 2};
+    cost_result r;
+    char err[256];
+    int rc = cost_timeline(&t, &m, &p, &r, err, sizeof err);
+    CHECK(rc == 0 && near(r.step_ms, 0.130), "cost_blocking_collective_on_critical_path", "step %.6f", r.step_ms);
+    /* an async device behind a slow host: 3 GEMMs, each issued in 100 us, the last reaches the device at 300 us */
+    m.launch_us = 100;
+    cost_event ev3[] = {op(COST_GEMM_FWD, 100, 100, 100), op(COST_GEMM_FWD, 100, 100, 100), op(COST_GEMM_FWD, 100, 100, 100)};
+    cost_trace t3 = {.ev = ev3, .n = 3, .cbytes = 4};
+    rc = cost_timeline(&t3, &m, &p, &r, err, sizeof err);
+    CHECK(rc == 0 && near(r.step_ms, 0.350), "cost_host_issue_bound", "step %.6f (want 0.350: last issued at 300 us, 50 us)",
+          r.step_ms);
+    /* no entry for a group shape: a message naming it */
+    cost_event e4[] = {(cost_event){.type = COST_EV_COLL, .kind = COMM_ALL_REDUCE, .group = COST_GROUP_TP, .ranks = 2, .bytes = 8}};
+    cost_trace t4 = {.ev = e4, .n = 1, .cbytes = 4};
+    rc = cost_timeline(&t4, &m, &p, &r, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "all_reduce") && strstr(err, "2 ranks"), "cost_missing_collective_named", "rc %d: %s", rc, err);
+    cost_machine_free(&m);
+}
+
+static void test_lookups(void) {
+    cost_curve c = {.n = 3, .x = {100, 200, 400}, .us = {10, 20, 24}};
+    CHECK(near(cost_curve_at(&c, 150), 15) && near(cost_curve_at(&c, 300), 22) && near(cost_curve_at(&c, 800), 48) &&
+          near(cost_curve_at(&c, 50), 5) && near(cost_curve_at(&c, 0), 0), "cost_curve_interpolation",
+          "150 %g 300 %g 800 %g 50 %g", cost_curve_at(&c, 150), cost_curve_at(&c, 300), cost_curve_at(&c, 800),
+          cost_curve_at(&c, 50));
+    cost_machine m;
+    toy_machine(&m, 0, 0);
+    free(m.gemm);
+    m.ngemm = 2;
+    m.gemm = calloc(2, sizeof *m.gemm);
+    m.gemm[0] = (cost_gemm_point){COST_GEMM_FWD, 100, 100, 100, 50};   /* 40 GFLOP/s */
+    m.gemm[1] = (cost_gemm_point){COST_GEMM_FWD, 400, 400, 400, 800};  /* 160 GFLOP/s */
+    cost_event e = op(COST_GEMM_FWD, 200, 200, 200);                  /* halfway in log: rate 100 GFLOP/s */
+    double us = cost_machine_op_us(&m, &e);
+    CHECK(near(us, e.flops / 100e3), "cost_gemm_nearest_shapes_rate", "us %g want %g", us, e.flops / 100e3);
+    e = op(COST_GEMM_FWD, 400, 400, 400);
+    CHECK(near(cost_machine_op_us(&m, &e), 800), "cost_gemm_exact_shape", "us %g", cost_machine_op_us(&m, &e));
+    char err[256];
+    /* a group size without an entry: the nearest measured one's latency per ring step and bus bandwidth,
+     * 10 us x 3 steps / 1 step + 1000 B x 3/4 / 1 GB/s */
+    double t = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1000, 4, 4, 4, 0, err, sizeof err);
+    CHECK(near(t, 30.75), "cost_coll_nearest_group_size", "t %g us, want 30.75 (%s)", t, t < 0 ? err : "");
+    /* a started all-gather is priced by the started entry where there is one, else by the blocking one */
+    double blocking = cost_machine_coll_us(&m, COMM_ALL_GATHER, 4000, 2, 2, 2, COST_COLL_STARTED, err, sizeof err);
+    cost_coll *c2 = realloc(m.coll, 2 * sizeof *c2);
+    m.coll = c2;
+    m.coll[1] = m.coll[0];
+    m.coll[1].started = 1;
+    m.coll[1].latency_us = 100;
+    m.ncoll = 2;
+    double st = cost_machine_coll_us(&m, COMM_ALL_GATHER, 4000, 2, 2, 2, COST_COLL_STARTED, err, sizeof err);
+    double bl = cost_machine_coll_us(&m, COMM_ALL_GATHER, 4000, 2, 2, 2, 0, err, sizeof err);
+    CHECK(near(blocking, 12) && near(st, 102) && near(bl, 12), "cost_started_collective_entry",
+          "started %g (want 102), blocking %g and %g (want 12)", st, bl, blocking);
+    cost_machine_free(&m);
+    /* the shipped model: a group spanning hosts is priced by the network, one inside a host by NVLink */
+    CHECK(cost_machine_shipped("h100-80gb", &m) == 0, "cost_shipped_h100", "no h100-80gb model");
+    double intra = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1e8, 8, 8, 8, 0, err, sizeof err);
+    double inter = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1e8, 8, 1, 8, 0, err, sizeof err);
+    CHECK(intra > 0 && inter > 5 * intra, "cost_inter_host_slower", "intra %g us inter %g us", intra, inter);
+    cost_machine_free(&m);
+    CHECK(cost_machine_shipped("h100-80gbx", &m) == -1, "cost_shipped_unknown", "an unknown name was found");
+}
+
+static model_config cfg_of(const char *name) {
+    model_config c;
+    char err[256];
+    if (config_resolve(&c, name, err, sizeof err) || config_validate(&c, err, sizeof err)) { printf("%s\n", err); exit(1); }
+    return c;
+}
+
+static void test_trace(void) {
+    model_config c = cfg_of("tiny");
+    model_opts o = {.B = 2, .T = 32, .sequence_parallel = 1, .sp_local = 1, .prefetch = 1};
+    cost_trace t = {0};
+    char err[256];
+    int rc = cost_record_step(&c, 4, 2, 0, DTYPE_F32, &o, &t, err, sizeof err);
+    int starts = 0, waits = 0, unmatched = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        if (t.ev[i].type == COST_EV_START) {
+            starts++;
+            int w = 0;
+            for (size_t j = i + 1; j < t.n && !w; j++) w = t.ev[j].type == COST_EV_WAIT && t.ev[j].id == t.ev[i].id;
+            unmatched += !w;
+        }
+        waits += t.ev[i].type == COST_EV_WAIT;
+    }
+    CHECK(rc == 0 && starts > 0 && unmatched == 0 && waits == starts, "cost_trace_starts_waited",
+          "rc %d starts %d waits %d unmatched %d", rc, starts, waits, unmatched);
+    /* 1 rank, no recompute: the GEMMs of a step do 6 x tokens x matrix parameters (embedding excluded) */
+    rc = cost_record_step(&c, 1, 1, 0, DTYPE_F32, &o, &t, err, sizeof err);
+    double g = 0;
+    for (size_t i = 0; i < t.n; i++) if (t.ev[i].type == COST_EV_OP && cost_op_is_gemm((cost_op_kind)t.ev[i].kind)) g += t.ev[i].flops;
+    double d = c.hidden_size, f = c.intermediate_size, hd = d / c.num_attention_heads;
+    double P = c.num_hidden_layers * (d * hd * (2 * c.num_attention_heads + 2 * c.num_key_value_heads) + 3 * d * f) +
+               (double)c.vocab_size * d;
+    double want = 6.0 * o.B * o.T * P;
+    CHECK(rc == 0 && near(g, want), "cost_trace_gemm_flops_6NT", "GEMM FLOPs %.0f want %.0f", g, want);
+    cost_trace_free(&t);
+}
+
+static double predict_full(const cost_machine *m, int world, int tp, int rph, cost_prediction *p) {
+    model_config c = cfg_of("tiny");
+    cost_req q = {.cfg = &c, .world = world, .tp = tp,
+                  .mo = {.B = 4, .T = 64, .sequence_parallel = 1, .sp_local = 1, .prefetch = 1}, .dtype = DTYPE_F32,
+                  .ranks_per_host = rph, .m = m};
+    char err[256];
+    return cost_predict(&q, p, err, sizeof err) ? -1 : p->r.step_ms;
+}
+static double predict_with(const cost_machine *m, int world, int tp, int rph) {
+    cost_prediction p;
+    return predict_full(m, world, tp, rph, &p);
+}
+
+static void test_monotone(void) {
+    cost_machine m;
+    cost_machine_shipped("a100-80gb", &m);
+    int ok = 1;
+    double prev = predict_with(&m, 8, 2, 0);
+    for (int k = 0; k < 4 && ok; k++) {
+        for (int i = 0; i < m.ncoll; i++) m.coll[i].busbw_gbs *= 2;
+        double s = predict_with(&m, 8, 2, 0);
+        ok = s > 0 && s <= prev;
+        prev = s;
+    }
+    CHECK(ok, "cost_more_bandwidth_never_slower", "a step got slower with twice the bus bandwidth (%g ms)", prev);
+    ok = 1;
+    prev = 0;
+    for (int u = 1; u <= 8 && ok; u *= 2) {   /* 8 ranks on one host of 8, 4, 2, 1 compute units */
+        m.cores_per_host = 8 / u;
+        double s = predict_with(&m, 8, 2, 8);
+        ok = s > 0 && s >= prev;
+        prev = s;
+    }
+    CHECK(ok, "cost_more_ranks_per_core_never_faster", "a step got faster with more ranks per compute unit (%g ms)", prev);
+    /* 64 ranks, tp 8: 8 per host puts the DP groups across hosts (the network), TP inside one (NVLink) */
+    m.cores_per_host = 64;
+    cost_prediction a, b;
+    double s8 = predict_full(&m, 64, 8, 8, &a), s64 = predict_full(&m, 64, 8, 64, &b);
+    double dp8 = a.r.comm_by_ms[COST_GROUP_DP][COMM_ALL_GATHER], dp64 = b.r.comm_by_ms[COST_GROUP_DP][COMM_ALL_GATHER];
+    double tp8 = a.r.comm_by_ms[COST_GROUP_TP][COMM_ALL_GATHER], tp64 = b.r.comm_by_ms[COST_GROUP_TP][COMM_ALL_GATHER];
+    CHECK(s8 > 0 && s64 > 0 && dp8 > 2 * dp64 && near(tp8, tp64), "cost_groups_across_hosts_use_the_network",
+          "DP all-gather %g ms (8 per host) vs %g (one host); TP %g vs %g", dp8, dp64, tp8, tp64);
+    cost_machine_free(&m);
+}
+
+static void bad(const char *name, const char *text, const char *field) {
+    cost_machine m;
+    char err[512] = "";
+    int rc = cost_machine_parse(text, "m.json", &m, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, field) && !strchr(err, '\n'), name, "rc %d, message '%s' should name %s", rc, err, field);
+}
+
+static void test_files(void) {
+    cost_machine m, r;
+    cost_machine_shipped("h200-141gb", &m);
+    json_t *j = cost_machine_to_json(&m);
+    char *text = json_dumps(j, 0);
+    char err[512] = "";
+    int rc = cost_machine_parse(text, "h200.json", &r, err, sizeof err);
+    double a = predict_with(&m, 8, 4, 0), b = rc ? -2 : predict_with(&r, 8, 4, 0);
+    CHECK(rc == 0 && a > 0 && near(a, b), "cost_machine_json_round_trip", "rc %d (%s) %g vs %g ms", rc, err, a, b);
+    json_t *e = cost_machine_estimates(&r);
+    CHECK(json_array_size(e) > 0, "cost_machine_estimates_listed", "no estimate among the shipped sources");
+    json_decref(e);
+    /* one field broken at a time */
+    json_t *c = json_deep_copy(j);
+    json_object_del(json_object_get(c, "compute"), "peak_tflops");
+    char *t2 = json_dumps(c, 0);
+    bad("cost_machine_missing_field", t2, "compute.peak_tflops");
+    free(t2);
+    json_object_set_new(json_object_get(c, "compute"), "peak_tflops", json_real(0));
+    t2 = json_dumps(c, 0);
+    bad("cost_machine_zero_rate", t2, "compute.peak_tflops");
+    free(t2);
+    json_object_set_new(json_object_get(c, "compute"), "peak_tflops", json_real(100));
+    json_object_set_new(json_array_get(json_object_get(json_object_get(c, "comm"), "collectives"), 2), "busbw_gbs", json_real(-3));
+    t2 = json_dumps(c, 0);
+    bad("cost_machine_negative_rate", t2, "comm.collectives[2].busbw_gbs");
+    free(t2);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(c, "comm"), "collectives"), 2), "busbw_gbs", json_real(3));
+    json_object_set_new(json_object_get(c, "hosts"), "cores", json_integer(2));
+    t2 = json_dumps(c, 0);
+    bad("cost_machine_unknown_field", t2, "hosts.cores");
+    free(t2);
+    json_object_del(json_object_get(c, "hosts"), "cores");
+    json_object_set_new(json_object_get(c, "compute"), "ops", json_pack("{s:[[i,i],[i,i]]}", "add", 100, 2, 50, 3));
+    t2 = json_dumps(c, 0);
+    bad("cost_machine_curve_order", t2, "compute.ops.add[1]");
+    free(t2);
+    json_decref(c);
+    bad("cost_machine_malformed", "{\"schema\": \"meshsweep.machine/1\", ", "line");
+    bad("cost_machine_wrong_schema", "{\"schema\": \"meshsweep.run/1\"}", "schema");
+    bad("cost_machine_not_object", "[1, 2]", "top level");
+    free(text);
+    json_decref(j);
+    cost_machine_free(&m);
+    cost_machine_free(&r);
+}
+
+int main(void) {
+    test_arithmetic();
+    test_overlap();
+    test_lookups();
+    test_trace();
+    test_monotone();
+    test_files();
+    return check_exit();
+}
