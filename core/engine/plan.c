@@ -128,9 +128,8 @@ int plan_max_micro_batch(const engine_t *E, const model_config *cfg, int world, 
     int b = plan_max_batch(E, cfg, world, tp, &x, budget, err, errlen);
     if (b < 0) return -1;
     if (b >= per_rank) b = per_rank - 1;
-    if (b < 1) return 0;
-    /* the fewest micro-batches n >= per_rank / b that divide per_rank: the largest micro-batch up to b */
-    for (int n = (per_rank + b - 1) / b; n <= per_rank && n <= PLAN_MAX_GRAD_ACCUM; n++)
-        if (per_rank % n == 0) return per_rank / n;
+    /* the fewest micro-batches n (two or more) that divide per_rank into micro-batches of at most b */
+    for (int n = 2; n <= per_rank && n <= PLAN_MAX_GRAD_ACCUM; n++)
+        if (per_rank % n == 0 && per_rank / n <= b) return per_rank / n;
     return 0;
 }
