@@ -125,6 +125,13 @@ for mode in each last; do
   else fail "accum_plan_max_micro_batch_divides_$mode" "rc $rc b=$b n=$n free max $free; at b exit $rc_b, next divisor $nx exit $rc_next: $(tail -2 "$T/mx.txt")"; fi
 done
 
+# the step-time model prices one micro-batch: with accumulation the plan says it has no prediction
+"$TR" --plan --world 8 --tp 2 --batch-size 2 --model llama3.1-8b --seq-len 4096 --gpu h100-80gb --dtype bf16 --grad-accum 4 \
+  --out "$T/pred.json" >"$T/pred.txt" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && grep -q '^# no predicted step (machine h100-80gb): the step-time model prices one micro-batch per step (not 4)$' "$T/pred.txt" \
+  && [ "$(json_get "$T/pred.json" 'd["time"] is None and d["grad_accum"] == 4')" = True ] \
+  && ok accum_no_prediction_for_micro_batches || fail accum_no_prediction_for_micro_batches "rc $rc: $(grep -i predict "$T/pred.txt")"
+
 # --- bad input: exit 2, one line, no output file
 bad() { # NAME PATTERN ARGS...
   local n=$1 pat=$2; shift 2
