@@ -126,7 +126,7 @@ for mode in each last; do
 done
 
 # the step-time model prices one micro-batch: with accumulation the plan says it has no prediction
-"$TR" --plan --world 8 --tp 2 --batch-size 2 --model llama3.1-8b --seq-len 4096 --gpu h100-80gb --dtype bf16 --grad-accum 4 \
+"$TR" --plan --world 8 --tp 2 --batch-size 2 --model llama3.1-8b --seq-len 4096 --gpu h100-80gb --machine h100-80gb --dtype bf16 --grad-accum 4 \
   --out "$T/pred.json" >"$T/pred.txt" 2>&1; rc=$?
 [ "$rc" -eq 0 ] && grep -q '^# no predicted step (machine h100-80gb): the step-time model prices one micro-batch per step (not 4)$' "$T/pred.txt" \
   && [ "$(json_get "$T/pred.json" 'd["time"] is None and d["grad_accum"] == 4')" = True ] \
