@@ -107,7 +107,7 @@ test-gpu: all
 	BUILD=$(BUILD) bash gpukit/run_gpu.sh
 
 # `make gpu-kit`: the binaries + the Debian runtime packages they need, for a bare CUDA machine
-# (README: "Running on a GPU machine that lacks the packages"); tests/t_gpu_kit.sh checks it.
+# (docs/gpu.md, "Running on a GPU machine that lacks the packages"); tests/t_gpu_kit.sh checks it.
 gpu-kit: all
 	BUILD=$(BUILD) bash gpukit/make_kit.sh
 
@@ -132,7 +132,7 @@ plan: deps
 	$(MAKE) all
 	$(BUILD)/sweep $(SWEEP) --plan-only
 
-# ---- fuzzing and static analysis (README: "Bad input") ------------------------------------------------
+# ---- fuzzing and static analysis (docs/bad-input.md, docs/testing.md) ------------------------------------------------
 # Install one tool's Debian package when it is missing (root), else say what to run.
 need_pkg = command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then echo "installing $(2)"; \
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(2) >/dev/null 2>&1 || \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/bench_step.sh — the CPU step benchmark of design 12: the engine's 1-rank step against the same
+# bench/bench_step.sh — the CPU step benchmark of docs/benchmarks.md: the engine's 1-rank step against the same
 # model in PyTorch on the same thread count, and the engine's model FLOP rate against the measured
 # single-thread SGEMM rate; writes results/bench/step.md (or $OUT_MD).
 #

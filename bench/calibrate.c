@@ -1,4 +1,4 @@
-/* bench/calibrate.c — measure this machine for the step-time model (design 13; `make calibrate`):
+/* bench/calibrate.c — measure this machine for the step-time model (docs/cost-model.md; `make calibrate`):
  * `mpirun -np W build/calibrate [--spec sweeps/NAME.json ...] [--out FILE]` writes the machine file the
  * plans and runs of this host predict with (by default build/machines/HOST-Nc.json next to this binary);
  * `--check FILE` re-measures a few of its points and says how far the machine has drifted from it.

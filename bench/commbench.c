@@ -1,4 +1,4 @@
-/* bench/commbench.c — collective bandwidth per mesh group, nccl-tests style (design 1, 7, 12):
+/* bench/commbench.c — collective bandwidth per mesh group, nccl-tests style (docs/options.md, docs/metrics.md, docs/benchmarks.md):
  * `mpirun -np W build/commbench --tp T` splits the world into the TP groups (consecutive ranks) and
  * DP groups (strided) of the dp×tp mesh with comm_mpi_groups, and for each group kind and each
  * collective the engine uses (all-reduce, all-gather, reduce-scatter by both algorithms of

@@ -1,11 +1,11 @@
-/* bench/initbench.c — how long initialisation of one rank's owned slices takes (design 4.2,
+/* bench/initbench.c — how long initialisation of one rank's owned slices takes (docs/semantics.md#initialisation,
  * core/engine/init.c): builds the model's FSDP state for one rank of a mesh with the null kernel table (no
  * device, nothing allocated but the host buffer of one unit at a time) and times model_init_params,
  * the same host code a real run executes before copying each unit to the device.
  * Prints the owned element count, the thread count, wall seconds and CPU seconds (user + system of
  * the process, so a loaded machine still gives the work per element) and ns of CPU per element.
  *   build/initbench --model llama3.2-1b [--world 1 --tp 1 --rank 0] [--threads N] [--seed 1337]
- * Not a test: it asserts nothing (speed is measured, never asserted; README "GPU backend"). */
+ * Not a test: it asserts nothing (speed is measured, never asserted; docs/gpu.md, "Initialisation on the host"). */
 #include "core/common/cli.h"
 #include "core/formats/config.h"
 #include "core/engine/init.h"

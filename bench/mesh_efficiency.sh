@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/mesh_efficiency.sh — parallel efficiency of the 8-rank meshes on this machine (design 12): the
+# bench/mesh_efficiency.sh — parallel efficiency of the 8-rank meshes on this machine (docs/benchmarks.md): the
 # 1-rank step time against each 8-rank mesh (1x8, 2x4, 4x2, 8x1) at the SAME global batch, median step
 # ms from the run records, efficiency T1 / (cores · T8), the share of the step spent in communication,
 # per-collective ms per step, CPU time of the whole job (user and sys; sched_yield spinning shows up as

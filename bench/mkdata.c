@@ -1,4 +1,4 @@
-/* bench/mkdata.c — token files for training, tests and conversion (design 4.3). Two modes:
+/* bench/mkdata.c — token files for training, tests and conversion (docs/semantics.md#data-order). Two modes:
  *   mkdata [--format F] [--dtype T] TEXT_FILE OUTDIR   byte-level tokens of a text (V = 256): the last
  *       floor(n/20) tokens (5%) to OUTDIR/val.*, the rest to OUTDIR/train.*;
  *   mkdata --convert [--format F] [--dtype T] TOKENS OUT   any token file build/train reads, rewritten as F.

@@ -1,4 +1,4 @@
-/* bench/sweep.c — build/sweep: run one sweep spec (design 9). Parses the options and calls the
+/* bench/sweep.c — build/sweep: run one sweep spec (docs/sweeps.md). Parses the options and calls the
  * runner (core/sweep/runner.c), which launches build/train per mesh and writes the results folder.
  * Not the runner, the spec parser, process control or the outputs (core/sweep/). */
 #include "core/sweep/runner.h"
@@ -10,7 +10,7 @@
 
 static const char usage_text[] =
     "usage: build/sweep SPEC.json [--fresh] [--plan-only] [--out-dir DIR] [--dry-run] [--train PATH]\n"
-    "Runs every mesh of a sweep spec (sweeps/*.json, design 9) with build/train and writes\n"
+    "Runs every mesh of a sweep spec (sweeps/*.json, docs/sweeps.md) with build/train and writes\n"
     "RESULTS/<name>/<UTC timestamp>/: spec.json, runner.json, runs/<mesh>.json + .log (and max-batch\n"
     "probes), summary.json, summary.csv, charts (PNG + SVG) and report.md. A grid spec (key \"axes\")\n"
     "runs one cell per mesh and combination of axis values, named like 2x4.ac=full.seq=4096, each\n"

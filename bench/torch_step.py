@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/torch_step.py — the PyTorch reference step for the CPU benchmark (bench/bench_step.sh).
 
-What it is: the Llama model of design 4.1 written by hand in PyTorch (RMSNorm, HF rotate_half RoPE,
+What it is: the Llama model of docs/semantics.md#model written by hand in PyTorch (RMSNorm, HF rotate_half RoPE,
 GQA, SwiGLU, untied lm_head, fp32), trained with torch.optim.AdamW (betas 0.9/0.95, eps 1e-8,
 weight decay 0.1 on matrices, none on norm weights) and clip_grad_norm_(1.0), on uniformly random
 tokens (as `build/train --data synthetic`), on one thread. It times the median of N steps after

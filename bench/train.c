@@ -1,7 +1,7 @@
 /* bench/train.c — one training run of one mesh (`mpirun -np W build/train --tp T ...`), or its memory
  * plan without running (`build/train --plan --world W ...`). This file is the option table (one table
  * drives both the parser and --help) and main; the run itself (setup, step loop, evaluation, metrics,
- * the record of design 8) is core/run/run, the plan report core/engine/plan, --init/--save core/run/checkpoint.
+ * the record of docs/formats.md) is core/run/run, the plan report core/engine/plan, --init/--save core/run/checkpoint.
  * Exit codes: 0 ok, 1 failed, 2 bad usage or configuration, 3 out of memory budget, 4 diverged. */
 #include <stddef.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #                 written into $OUT as machine-bf16.json and machine-fp32.json; the runs below predict
 #                 their step with them before step 1
 #   init_1b       the host side: llama3.2-1b's owned slices at 1x1 initialised by build/initbench
-#                 (threads, wall and CPU seconds; design 4.2, core/engine/init.c)
+#                 (threads, wall and CPU seconds; docs/semantics.md#initialisation, core/engine/init.c)
 #   cpu_vs_cuda   1 rank, fp32: the same run on --backend cpu and cuda gives the same losses (run_gpu.sh)
 #   bench_1b      llama3.2-1b 1x1 bf16, seq 2048, --mem-budget auto: tok/s, MFU, step ms, tracked peak,
 #                 device memory
@@ -228,7 +228,7 @@ for tp in 8 4 2 1; do
   if [ "$rc" -ne 0 ]; then verdict "$name" ""
   elif [ -z "$ref" ] || [ -z "$loss" ]; then row "$name" FAIL "$secs" "no loss to compare (mesh ${loss:-none}, 1 rank ${ref:-none})"
   elif awk -v a="$loss" -v b="$ref" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d < 1e-3) }'; then
-    # same global batch, same initial model: the losses agree to float rounding (design 4.7)
+    # same global batch, same initial model: the losses agree to float rounding (docs/semantics.md#fsdp)
     row "$name" ok "$secs" "final loss $loss (1 rank: $ref)" "final_loss=$loss;ref_loss=$ref"
   else row "$name" FAIL "$secs" "final loss $loss, 1 rank $ref (relative difference over 1e-3)"; fi
 done

@@ -1,4 +1,4 @@
-/* kernels/device.h — the device a backend's op tables run on, as the engine asks it (design 13): how
+/* kernels/device.h — the device a backend's op tables run on, as the engine asks it: how
  * many there are, which one a rank uses, its memory and name, its peak for MFU, the figures of the
  * memory pool behind its allocations, and its op tables by compute precision.
  *   device_cpu   host memory, ops_cpu (fp32); the peak is the measured single-thread SGEMM rate

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_badinput.sh — the rows of the bad-input table (README: "Bad input") that no other test covers end
+# tests/t_badinput.sh — the rows of the bad-input table (docs/bad-input.md) that no other test covers end
 # to end: each bad input to build/train, build/sweep or build/mkdata must exit with the documented code,
 # print exactly one line on stderr naming the input, and leave no output file behind. Run under
 # `make test SAN=1` the same commands also prove that no bad input crashes under ASan/UBSan.

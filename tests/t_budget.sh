@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_budget.sh — the budget boundary end to end (design 6): a run whose --mem-budget is exactly
+# tests/t_budget.sh — the budget boundary end to end (docs/memory.md): a run whose --mem-budget is exactly
 # its planned peak (in bytes) trains and exits 0 with status ok and a measured peak equal to the
 # budget; one byte less stops with exit 3, one "out of memory budget" line and an oom record. On 1x1
 # and on the 2x2 mesh (FSDP and TP). The allocator's own boundary, and its enforcement of the budget

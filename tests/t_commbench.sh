@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tests/t_commbench.sh — build/commbench (design 1, 7): on 4 ranks as a 2x2 mesh with small sizes and few
+# tests/t_commbench.sh — build/commbench (docs/options.md, docs/metrics.md): on 4 ranks as a 2x2 mesh with small sizes and few
 # iterations it must exit 0 with #wrong 0 in every row, write valid JSON holding the same records as the
 # table, and report busbw = algbw * nccl-tests factor (all-reduce 2(n-1)/n, all-gather and
 # reduce-scatter (n-1)/n) and algbw = S/time. A corrupted result (test hook) must be counted as wrong and
-# fail the run; bad usage exits 2 with one line. Timings themselves are never asserted (design 12).
+# fail the run; bad usage exits 2 with one line. Timings themselves are never asserted (docs/benchmarks.md).
 source "$(dirname "$0")/lib.sh"
 CB="$BUILD/commbench"
 [ -x "$CB" ] || { fail commbench_built "$CB missing (make $CB)"; exit 1; }

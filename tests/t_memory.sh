@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_memory.sh — design 6: the plan equals the measured tracked peak byte for byte (total and every
+# tests/t_memory.sh — docs/memory.md: the plan equals the measured tracked peak byte for byte (total and every
 # category, max over ranks) for every 8-rank mesh and 1x1 across batch sizes, sequence parallel on/off
 # checkpointing on/off and --sp-activations local/gathered; local's extra all-gather bytes in the comm
 # counters; the budget stops a run cleanly (exit 3, oom record); the planned max batch

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_mesh.sh — every mesh against the 1-rank run (design 4.7, 11): for a fixed global batch of 8
+# tests/t_mesh.sh — every mesh against the 1-rank run (docs/semantics.md#fsdp, docs/testing.md): for a fixed global batch of 8
 # sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off, prefetch off and --sp-activations
 # gathered variants — the default is local — and the seven meshes again with tied embeddings and
 # llama3 rope_scaling) must give the

@@ -78,7 +78,7 @@ COMMON=(--model tiny --seq-len 32 --steps 4 --lr 3e-3 --log-every 100)
 # real cluster), so a variable set here reaches host A's ranks only. The records say which kernels each
 # host ran (env.blas_by_host); where they all match the one-host run's, the comparison is exact, else
 # it has the tolerance of another summation order in fp32 GEMMs, the one every mesh is held to against
-# the 1-rank run (1e-5 relative: design 4.7, "to float rounding").
+# the 1-rank run (1e-5 relative: docs/semantics.md#fsdp, "to float rounding").
 tolerance() { # ONE.json TWO.json: "0" when the kernels match everywhere, else "1e-5"
   /usr/bin/python3 -c '
 import json, sys

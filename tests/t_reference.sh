@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/t_reference.sh — the engine against an independent implementation (tests/ref/llama_ref.py:
-# PyTorch autograd in float64, written from design 4.1-4.4, sharing no code with the engine). Both
+# PyTorch autograd in float64, written from docs/semantics.md, sharing no code with the engine). Both
 # start from the same safetensors file (written by `build/train --save`, read back with --init) and
 # read the same token file in the design's batch order; the engine runs on 1 rank and on every 8-rank
 # mesh (1x8, 2x4, 4x2, 8x1) for the same global batch of 8 sequences. Per-step losses, gradient norms
@@ -64,7 +64,7 @@ engine 1x1_accum4 1 1 4
 engine 2x2_accum2 2 2 2
 engine 2x2_accum2_last 2 2 2 --accum-reduce last
 
-# --- divergence on a non-finite gradient norm with a finite loss (design 10: exit 4). A crafted
+# --- divergence on a non-finite gradient norm with a finite loss (docs/bad-input.md: exit 4). A crafted
 # init: all layer weights 0 (layers add nothing), token 0 embeds as e0, the final norm weight is 2e-38
 # on dim 0 and lm_head column 0 is +-1.5e38, so the logits are +-24 (loss about 48, finite) while the
 # final norm weight's gradient overflows fp32 (~6e38): the grad norm is inf at step 1.

@@ -2,7 +2,7 @@
  * dtype read back token for token against what was written, the same batches from every format,
  * hand-built files in each format's layout (so the writer is not checked only against itself), every
  * inconsistency as one line naming the file, a sparse multi-GB file opened in constant memory (with
- * the id scan's rate printed for the README), synthetic tokens and the batch layout of design 4.3.
+ * the id scan's rate printed for docs/formats.md), synthetic tokens and the batch layout of docs/semantics.md#data-order.
  * Fixtures are generated at run time into a fresh temp dir, removed at the end. */
 #include "core/formats/data.h"
 #include "core/formats/data_write.h"
@@ -46,7 +46,7 @@ static void expect_bad_named(const char *name, const char *path, const char *fil
     if (!strstr(err, file)) CHECK(0, name, "message does not name %s: %s", file, err);
 }
 
-/* ---- the batch layout and the nanoGPT file (design 4.3) ----------------------------------------- */
+/* ---- the batch layout and the nanoGPT file (docs/semantics.md#data-order) ----------------------------------------- */
 static void test_layout(void) {
     /* batch layout against a hand computation: 23 tokens, T = 4 -> N = floor(22/4) = 5 sequences */
     const char *p = check_path("tok.bin");

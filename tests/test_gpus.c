@@ -1,5 +1,5 @@
-/* tests/test_gpus.c — the device table and budget arithmetic of core/engine/gpus.c: every name of the
- * README is there (any case), capacities are what the runtime reports (a little under the marketing
+/* tests/test_gpus.c — the device table and budget arithmetic of core/engine/gpus.c: every --gpu
+ * name docs/options.md lists is in the table (any case), capacities are what the runtime reports (a little under the marketing
  * size, never over it), the plan budget is usable − overhead − reserve, `auto` is free − reserve,
  * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget;
  * the local rank (the GPU of a rank) is the launcher's when it gave one that fits the host. */

@@ -1,5 +1,5 @@
 /* tests/test_init.c — the threaded initialisation (core/engine/init.c) gives, bit for bit, the values of the
- * one-thread generator it replaced (design 4.2): on raw blocks (column offsets, vocabulary padding
+ * one-thread generator it replaced (docs/semantics.md#initialisation): on raw blocks (column offsets, vocabulary padding
  * rows, norm weights, odd ranges) for 1..16 threads, and on whole models through fsdp_fill_params for
  * TP/DP shards (rank 3 of 2x2 with an odd, padded vocabulary; rank 5 of 8x1; 1x1), against the old
  * per-element fill kept here verbatim. Also pins a few values so the generator itself cannot drift.

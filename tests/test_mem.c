@@ -1,11 +1,11 @@
 /* tests/test_mem.c — the tracked allocator (core/engine/mem.c) on its own, and the memory plan against the
- * README's closed-form model. Allocator: per-category current and peak bytes, the total peak as the
+ * closed-form model of docs/memory.md. Allocator: per-category current and peak bytes, the total peak as the
  * peak of the sum (not the sum of peaks), at_peak (the categories at the moment of the total peak),
  * mem_reset_peaks, and the budget boundary: an allocation that reaches the budget exactly fits, one
  * byte more is refused — in plan mode (recorded in the stats, counting goes on) and in real mode (the
  * out-of-memory handler runs before anything is allocated; here it jumps back instead of exiting).
  * Plan: a budget of exactly the planned peak fits, one byte less stops at the same allocation in the
- * plan. Arenas: a plan arena beside a real one leaves it untouched. Closed form (README "Closed-form memory model"): params = 4*sum_u ceil(P_u/dp),
+ * plan. Arenas: a plan arena beside a real one leaves it untouched. Closed form (docs/memory.md, "Closed-form memory model"): params = 4*sum_u ceil(P_u/dp),
  * optimizer = 2*params, grads = params + (dp > 1) 4*(padded P_root + padded P_layer), with P_u
  * computed here from the config, on several meshes. */
 #include "tests/check.h"
@@ -194,7 +194,7 @@ static void test_plan_boundary(int world, int tp) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* README closed form for params, grads, optimizer against the plan of every rank */
+/* docs/memory.md closed form for params, grads, optimizer against the plan of every rank */
 static void test_closed_form(int world, int tp) {
     model_config c = cfg();
     model_opts o = {.B = 2, .T = 32, .sequence_parallel = 1, .prefetch = 1, .checkpoint = 0};

@@ -1,4 +1,4 @@
-/* tests/test_model.c — the whole model's gradient by finite differences (design 11), on a tiny GQA
+/* tests/test_model.c — the whole model's gradient by finite differences (docs/testing.md), on a tiny GQA
  * config (KV < H, odd vocabulary) on one rank with the CPU kernels, plus checks that activation
  * checkpointing reproduces the gradients bit for bit and that the memory plan equals the measured
  * tracked peak for this model, and that a recorder attached to a planned engine sees every op and

@@ -1,5 +1,5 @@
 /* tests/test_optim.c — the optimizer path (core/engine/optim.c, the sharded AdamW of core/engine/fsdp.c) against a
- * double-precision AdamW written here from design 4.4 (PyTorch semantics): the schedule (optim_lr:
+ * double-precision AdamW written here from docs/semantics.md#loss-and-optimizer (PyTorch semantics): the schedule (optim_lr:
  * warmup, cosine, last step, minimum ratio), the global grad norm (replicated norm weights counted on
  * TP rank 0 only), clipping as clip_grad_norm_, the decay mask (matrices yes, norm weights no, decided
  * here from the HF names), bias correction, and non-finite gradient norms. The model state comes from

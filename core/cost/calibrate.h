@@ -1,4 +1,4 @@
-/* core/cost/calibrate.h — measuring a machine for its model (design 13; `make calibrate`, bench/calibrate.c):
+/* core/cost/calibrate.h — measuring a machine for its model (docs/cost-model.md; `make calibrate`, bench/calibrate.c):
  *   ops          every distinct op of the steps the given sweep specs will run (their GEMM shapes, their
  *                bandwidth-bound ops, their attention), through the backend's own op table, on one rank
  *                while the others sleep; plus a small grid of GEMMs for shapes no spec has;

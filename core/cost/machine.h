@@ -1,4 +1,4 @@
-/* core/cost/machine.h — what each event of a step costs on one machine (design 13): the machine model,
+/* core/cost/machine.h — what each event of a step costs on one machine (docs/cost-model.md): the machine model,
  * one JSON file (schema meshsweep.machine/1, every field in docs/cost-model.md), read strictly.
  *   compute   GEMMs from a measured table over shapes (nearest measured shapes, by rate), or peak ×
  *             an efficiency by GEMM size; every other op from measured points (time against its

@@ -1,4 +1,4 @@
-/* core/cost/predict.h — the predicted cost of one training step of a mesh (design 13): the step recorded
+/* core/cost/predict.h — the predicted cost of one training step of a mesh (docs/cost-model.md): the step recorded
  * from the engine (core/cost/trace.h), replayed on a machine model (core/cost/timeline.h) for the ranks
  * that can differ, the slowest taken; tokens/s and MFU from it; which machine it is and where it comes
  * from (this host's calibration, a shipped GPU model, a file). Every figure here is a prediction and

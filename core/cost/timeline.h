@@ -1,4 +1,4 @@
-/* core/cost/timeline.h — one rank's step as the engine runs it, from its trace and a machine (design 13).
+/* core/cost/timeline.h — one rank's step as the engine runs it, from its trace and a machine (docs/cost-model.md).
  * Three clocks: the host (issues ops; waits where the engine copies to the host or runs an MPI
  * collective of host memory), the compute stream (ops in order) and the communication stream (the
  * collectives in order; the engine has one, core/engine/comm_nccl.c). Following core/engine/comm.c:

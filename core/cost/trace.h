@@ -1,5 +1,5 @@
 /* core/cost/trace.h — what one training step of one rank does, in order, as the step-time model sees it
- * (design 13): every op the model issues (kind, dimensions, FLOPs, bytes read and written) and every
+ * (docs/cost-model.md): every op the model issues (kind, dimensions, FLOPs, bytes read and written) and every
  * collective (kind, bytes, group, whether it is started and waited for later, on host or device
  * memory). It is recorded from the engine itself: the real step (model_forward_backward, the loss
  * all-reduce, optim_step, as core/run/run.c times them) replayed by a planner engine, like the memory

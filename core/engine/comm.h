@@ -1,4 +1,4 @@
-/* core/engine/comm.h — the collectives meshsweep uses, behind one small interface (design 5).
+/* core/engine/comm.h — the collectives meshsweep uses, behind one small interface (docs/gpu.md).
  * A comm_group is one communicator (the TP group or the DP group of this rank) and carries its
  * implementation, chosen once when the group is made: null (--plan: sizes and ranks only, no data
  * moves), self (a group of one rank: local copies), MPI on host buffers, host-staged MPI (device

@@ -1,4 +1,4 @@
-/* core/engine/engine.h — the engine as a value (design 13): what the model, its FSDP units, its TP
+/* core/engine/engine.h — the engine as a value: what the model, its FSDP units, its TP
  * collectives and the planner compute with, carried together in one struct that model_init takes and
  * fsdp_t and tp_ctx point to: the device, the compute op table, the compute precision, the allocator
  * arena and what the engine's communication groups share. A run has one live engine; the planner

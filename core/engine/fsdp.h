@@ -1,4 +1,4 @@
-/* core/engine/fsdp.h — FSDP / ZeRO-3 along the mesh's dp dimension (design 4.7).
+/* core/engine/fsdp.h — FSDP / ZeRO-3 along the mesh's dp dimension (docs/semantics.md#fsdp).
  * Units: each decoder layer, the embedding and the head (final norm, lm_head); core/engine/model sets them up. A unit's TP-local
  * parameters live in one flat buffer (segments = HF tensors, layer-major), padded to a multiple of dp;
  * DP rank r owns the contiguous slice [r*shard, (r+1)*shard) and keeps the fp32 master values,

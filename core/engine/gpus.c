@@ -41,7 +41,7 @@ static const gpu_spec GPUS[] = {
     {"a100-40gb", "NVIDIA A100-SXM4-40GB", GIB_CENTI(3939), (450 + 4 + 480) * MiB},
 };
 #define NGPUS ((int)(sizeof GPUS / sizeof *GPUS))
-_Static_assert(sizeof GPUS / sizeof *GPUS == 4, "the README lists every --gpu name: update it with the table");
+_Static_assert(sizeof GPUS / sizeof *GPUS == 4, "docs/options.md (--gpu) lists every name: update it with the table");
 
 int gpus_count(void) { return NGPUS; }
 const gpu_spec *gpus_at(int i) { return i >= 0 && i < NGPUS ? &GPUS[i] : NULL; }

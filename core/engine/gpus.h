@@ -1,5 +1,5 @@
 /* core/engine/gpus.h — what a device really holds, for `--mem-budget auto` (on the device) and
- * `--plan --gpu NAME` (without one) (design 6).
+ * `--plan --gpu NAME` (without one) (docs/memory.md).
  *
  * One table of devices (core/engine/gpus.c): the capacity the CUDA runtime reports (cudaMemGetInfo's total,
  * which is what PyTorch prints as "total capacity", a little under the marketing GB) and a typical

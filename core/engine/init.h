@@ -1,4 +1,4 @@
-/* core/engine/init.h — mesh-independent initialisation (design 4.2): every element of every full HF tensor
+/* core/engine/init.h — mesh-independent initialisation (docs/semantics.md#initialisation): every element of every full HF tensor
  * is a pure function of (seed, tensor name, element index): splitmix64 hashing of the three gives two
  * uniforms, Box–Muller (cosine branch) a standard normal. Any mesh generates exactly its own elements.
  *

@@ -1,4 +1,4 @@
-/* core/engine/mem.h — the one allocator for every engine buffer on the compute device (design 6), as a
+/* core/engine/mem.h — the one allocator for every engine buffer on the compute device (docs/memory.md), as a
  * value: an arena. Each allocation is tagged with a category; current and peak bytes are tracked per
  * category and for the total (the peak of the sum, not the sum of peaks). A plan arena allocates
  * nothing: mem_alloc returns distinct fake addresses that are never dereferenced (the model runs

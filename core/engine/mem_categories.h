@@ -1,4 +1,4 @@
-/* core/engine/mem_categories.h — the memory categories of design 6, the one list: the allocator's
+/* core/engine/mem_categories.h — the memory categories of docs/memory.md, the one list: the allocator's
  * enumeration and names (core/engine/mem), the run and plan records' by_category objects
  * (core/run/record), and the sweep's tables, charts and report (core/sweep/), which need nothing else
  * of the engine. Order = the order of every table column and stacked bar. */

@@ -1,4 +1,4 @@
-/* core/engine/mesh.h — the 2D dp×tp mesh (design 4.5): tp_rank = rank mod tp, dp_rank = rank / tp.
+/* core/engine/mesh.h — the 2D dp×tp mesh (docs/semantics.md#mesh): tp_rank = rank mod tp, dp_rank = rank / tp.
  * A TP group is tp consecutive ranks; a DP group is the ranks with equal tp_rank (strided). */
 #ifndef MESHSWEEP_MESH_H
 #define MESHSWEEP_MESH_H

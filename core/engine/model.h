@@ -1,4 +1,4 @@
-/* core/engine/model.h — the Llama model (design 4.1) composed from kernels (kernels/), tensor parallelism
+/* core/engine/model.h — the Llama model (docs/semantics.md#model) composed from kernels (kernels/), tensor parallelism
  * (core/engine/tp) and FSDP (core/engine/fsdp). This file holds no collective calls of its own: it says what is
  * computed in which order, and which buffers live how long (every buffer through core/engine/mem).
  * One training step = forward, loss (vocab-parallel, chunked, with the lm_head backward fused in),

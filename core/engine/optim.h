@@ -1,5 +1,5 @@
 /* core/engine/optim.h — learning-rate schedule, global gradient-norm clipping and the AdamW step over the
- * mesh (design 4.4). The per-element update is kernels' adamw; which slices it runs on is core/engine/fsdp. */
+ * mesh (docs/semantics.md#loss-and-optimizer). The per-element update is kernels' adamw; which slices it runs on is core/engine/fsdp. */
 #ifndef MESHSWEEP_OPTIM_H
 #define MESHSWEEP_OPTIM_H
 #include "core/engine/model.h"

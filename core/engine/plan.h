@@ -1,4 +1,4 @@
-/* core/engine/plan.h — the memory plan (design 6): the engine's own allocation sequence for one training
+/* core/engine/plan.h — the memory plan (docs/memory.md): the engine's own allocation sequence for one training
  * step (model state, forward, backward, optimizer) replayed through ops_null and null communicators,
  * for any mesh and any rank, in one process, without allocating or computing. Because it is the
  * same code path as training, the planned peak equals the measured tracked peak byte for byte.

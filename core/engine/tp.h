@@ -1,4 +1,4 @@
-/* core/engine/tp.h — Megatron tensor parallelism along the mesh's tp dimension (design 4.6): the collectives
+/* core/engine/tp.h — Megatron tensor parallelism along the mesh's tp dimension (docs/semantics.md#tensor-parallel): the collectives
  * around column- and row-parallel blocks, in both sequence-parallel and plain mode, the vocab-parallel
  * cross-entropy, and the TP-local shapes of every weight. The model calls these; it never calls
  * core/engine/comm itself. FSDP (the dp dimension) is core/engine/fsdp.

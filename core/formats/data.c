@@ -1,8 +1,8 @@
 /* core/formats/data.c — token files read through read-only memory maps (llm.c, NumPy .npy, Megatron-LM
- * indexed datasets, headerless uint16), synthetic tokens, and the batch layout of design 4.3
+ * indexed datasets, headerless uint16), synthetic tokens, and the batch layout of docs/semantics.md#data-order
  * (sequential, rank-major, identical global batch on every mesh).
  * Every header field is checked against the file's size before a token is read; ids are checked
- * against the vocabulary by one vectorised pass over the mapping at open time (README "Token files"
+ * against the vocabulary by one vectorised pass over the mapping at open time (docs/formats.md, "Token files"
  * states its rate). The mapping is file-backed page cache, not process memory: a rank keeps only
  * the pages it touches, and the kernel may drop them again.
  * Not: tokenisation (bench/mkdata.c), writing the formats (core/formats/data_write.c), shuffling, prefetch. */

@@ -1,5 +1,5 @@
-/* core/formats/data.h — token files and the batch layout of design 4.3.
- * Formats, detected by content (README "Token files"): llm.c (256 x int32 header, magic 20240520 v1
+/* core/formats/data.h — token files and the batch layout of docs/semantics.md#data-order.
+ * Formats, detected by content (docs/formats.md, "Token files"): llm.c (256 x int32 header, magic 20240520 v1
  * uint16 or 20240801 v7 uint32), NumPy .npy v1/2/3 (1-D, C order, little-endian u1/u2/u4/i2/i4/i8),
  * Megatron-LM / NeMo indexed datasets (PREFIX.bin + PREFIX.idx, "MMIDIDX", the sequences concatenated
  * in index order), and headerless little-endian uint16 (nanoGPT). Every file is memory-mapped

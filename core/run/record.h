@@ -1,5 +1,5 @@
 /* core/run/record.h — writing JSON records atomically (temp file in the same folder, fsync, rename), and
- * the small JSON pieces the run record and the plan share. The record's fields are design 8. */
+ * the small JSON pieces the run record and the plan share. The record's fields are docs/formats.md. */
 #ifndef MESHSWEEP_RECORD_H
 #define MESHSWEEP_RECORD_H
 #include <jansson.h>

@@ -161,7 +161,7 @@ static int check_cfg(run_t *R) {
     if (!strcmp(o->schedule, "cosine") && o->steps > 0 && o->warmup >= o->steps) BAD("--warmup %d must be below --steps %d", o->warmup, o->steps);
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) BAD("--backend must be cpu or cuda (got '%s')", o->backend);
     if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
-    if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* design 4.8: bf16 is CUDA's default */
+    if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* docs/semantics.md#mixed-precision-bf16: bf16 is CUDA's default */
     if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16")) BAD("--dtype must be fp32 or bf16 (got '%s')", o->dtype);
     if (gpus_resolve_budget(o->mem_budget, o->mem_reserve, o->gpu, o->plan, !strcmp(o->backend, "cuda"), &R->gb, err,
                             sizeof err))

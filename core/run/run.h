@@ -1,4 +1,4 @@
-/* core/run/run.h — one training run of one mesh (design 8), the engine behind build/train: configuration
+/* core/run/run.h — one training run of one mesh (docs/formats.md), the engine behind build/train: configuration
  * checks, MPI and mesh setup, data, the budget gate from the memory plan, model and optimizer, the
  * step loop with evaluation and per-step metrics, peak-FLOP measurement, and the run record
  * (schema meshsweep.run/1). Also the --plan entry (the report itself is core/engine/plan). Not here: option

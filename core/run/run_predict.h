@@ -1,4 +1,4 @@
-/* core/run/run_predict.h — the step-time prediction a run records next to what it measures (design 13):
+/* core/run/run_predict.h — the step-time prediction a run records next to what it measures (docs/cost-model.md):
  * the machine is resolved before MPI starts (a bad --machine is exit 2 on every rank), the step is
  * predicted on rank 0 before the engine allocates anything (and said on the first progress line) (the prediction replays the step through
  * core/engine/mem's planning mode, as the budget gate does), and the record's summary gets

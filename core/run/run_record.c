@@ -1,4 +1,4 @@
-/* core/run/run_record.c — the run record of design 8 (schema meshsweep.run/1: the resolved configuration,
+/* core/run/run_record.c — the run record of docs/formats.md (schema meshsweep.run/1: the resolved configuration,
  * mesh, steps, evaluations, summary, memory, collectives, environment), written by rank 0 to --out.
  * Not here: the run itself (core/run/run.c), the atomic writer and the shared JSON pieces
  * (core/run/record.c). */
@@ -106,7 +106,7 @@ int run_write_record(run_t *R, const char *status, const char *error, const uint
     json_object_set_new(j, "global_batch", json_integer(R->G));
     json_object_set_new(j, "steps", R->steps ? json_incref(R->steps) : json_array());
     json_object_set_new(j, "eval", R->evals ? json_incref(R->evals) : json_array());
-    /* summary (design 7) */
+    /* summary (docs/metrics.md) */
     int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
     double med = n > 0 ? metrics_median(R->step_ms + first, n - first) : 0;
     double tokens = (double)R->G * R->T;

@@ -1,5 +1,5 @@
 /* core/run/run_state.h — the state of one training run, shared by the files of core/run/run*: run.c (the
- * run in the order it happens) and run_record.c (the run record of design 8 and the resolved
+ * run in the order it happens) and run_record.c (the run record of docs/formats.md and the resolved
  * configuration the ranks compare). Private to those files; the interface is core/run/run.h. */
 #ifndef MESHSWEEP_RUN_STATE_H
 #define MESHSWEEP_RUN_STATE_H

@@ -1,4 +1,4 @@
-/* core/sweep/grid.c — grid sweeps (design 13): the spec's "axes", checked strictly (every rejection is
+/* core/sweep/grid.c — grid sweeps (docs/grids.md): the spec's "axes", checked strictly (every rejection is
  * one line naming the key: "axes.seq_len[1]: ..."), crossed with the meshes into cells, and the cell
  * names. Why the names look as they do: a cell is the mesh, then ".SHORT=VALUE" for each axis in the
  * spec's order, so files of one mesh sort together and a name reads as the setting it ran

@@ -1,4 +1,4 @@
-/* core/sweep/grid.h — grid sweeps (design 13): the spec key "axes" (option keys of the spec to lists of
+/* core/sweep/grid.h — grid sweeps (docs/grids.md): the spec key "axes" (option keys of the spec to lists of
  * values), checked strictly, crossed with the meshes into cells, and the cell names ("2x4.ac=full.seq=4096")
  * files, charts and the report know the cells by. Also the values an option takes wherever it is given
  * (checkpointing as none|full|every:K). Pure functions on the parsed spec: no I/O.

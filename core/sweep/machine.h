@@ -1,4 +1,4 @@
-/* core/sweep/machine.h — the machine model behind a sweep's predictions (design 13): before the first
+/* core/sweep/machine.h — the machine model behind a sweep's predictions (docs/cost-model.md): before the first
  * mesh of a CPU sweep, the runner makes sure this host has a machine file (build/calibrate under the
  * spec's launcher, once, when there is none), and re-measures a few of its points (seconds) to say how
  * far the machine has drifted from it, so that a prediction error can be told from the load.

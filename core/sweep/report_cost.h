@@ -1,4 +1,4 @@
-/* core/sweep/report_cost.h — the predicted step time in the sweep's outputs (design 13): summary.json's
+/* core/sweep/report_cost.h — the predicted step time in the sweep's outputs (docs/cost-model.md): summary.json's
  * per-mesh fields, the report.md section, prediction.dat for the prediction chart. */
 #ifndef MESHSWEEP_SWEEP_REPORT_COST_H
 #define MESHSWEEP_SWEEP_REPORT_COST_H

@@ -1,4 +1,4 @@
-/* core/sweep/runner.c — the sweep runner behind build/sweep (design 9): load the spec, check what it
+/* core/sweep/runner.c — the sweep runner behind build/sweep (docs/sweeps.md): load the spec, check what it
  * names before anything is launched (data files, model, launcher), pick the results folder (resume
  * only a matching one, one runner per folder), run each mesh (core/sweep/mesh_runs.c) or only its plan
  * (--plan-only), then have the outputs written (core/sweep/report.c).

@@ -1,4 +1,4 @@
-/* core/sweep/runner.h — the sweep runner (design 9) as a library call: load a spec, check its inputs,
+/* core/sweep/runner.h — the sweep runner (docs/sweeps.md) as a library call: load a spec, check its inputs,
  * resume or create its results folder, run every mesh (max-batch search, probes, the measured run;
  * or only the plans with --plan-only), write the outputs. build/sweep (bench/sweep.c) only parses
  * its options and calls sweep_run. The runner state is shared with core/sweep/mesh_runs.c (one mesh).

@@ -1,4 +1,4 @@
-/* core/sweep/spec.c — strict parsing of a sweep spec (design 9) and the argv of a build/train launch.
+/* core/sweep/spec.c — strict parsing of a sweep spec (docs/sweeps.md) and the argv of a build/train launch.
  * Every rejection names the key it is about in one line, so a user can fix the spec without
  * reading code. Not the runner (bench/sweep.c); no process is started here. */
 #include "core/sweep/spec.h"

@@ -1,4 +1,4 @@
-/* core/sweep/spec.h — the sweep spec (design 9): strict parsing of the sweeps/ folder into a struct, and
+/* core/sweep/spec.h — the sweep spec (docs/sweeps.md): strict parsing of the sweeps/ folder into a struct, and
  * the argv of one build/train launch built from it. Pure functions, no I/O except reading the spec
  * file, so the unit tests and a fuzzer can reach every error path.
  * Not the runner (bench/sweep.c), not process launching (core/sweep/launch.c), not the outputs

@@ -53,11 +53,11 @@ void cuda_matmul_forward_bf16(uint16_t *out, const uint16_t *in, const uint16_t 
 void cuda_matmul_forward_bf16_f32out(float *out, const uint16_t *in, const uint16_t *w, int N, int Cin, int Cout,
                                      int accumulate);
 /* din[N,Cin] (bf16) += dout·w ; dw[Cout,Cin] (fp32) += doutᵀ·in ; NULL gradients skipped.
-   The weight gradient stays fp32 because it feeds the fp32 reduce-scatter (design 4.8). */
+   The weight gradient stays fp32 because it feeds the fp32 reduce-scatter (docs/semantics.md#mixed-precision-bf16). */
 void cuda_matmul_backward_bf16(uint16_t *din, float *dw, const uint16_t *dout, const uint16_t *in,
                                const uint16_t *w, int N, int Cin, int Cout);
 
-/* ---- the mixed-precision op table (design 4.8), defined in kernels/cuda/ops_cuda_bf16.cu ----
+/* ---- the mixed-precision op table (docs/semantics.md#mixed-precision-bf16), defined in kernels/cuda/ops_cuda_bf16.cu ----
  * The same signatures as every ops_t, but the compute-precision arguments (activations, their
  * gradients, gathered parameter copies, logits) hold bf16 bit patterns; rstd, lse, the CE statistics,
  * weight gradients (matmul dw, rmsnorm dw, embedding dtable), AdamW and sumsq/scale_inplace are fp32.

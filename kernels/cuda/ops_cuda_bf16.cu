@@ -1,4 +1,4 @@
-/* kernels/cuda/ops_cuda_bf16.cu — `ops_cuda_bf16`: the mixed-precision CUDA op table of design 4.8
+/* kernels/cuda/ops_cuda_bf16.cu — `ops_cuda_bf16`: the mixed-precision CUDA op table of docs/semantics.md#mixed-precision-bf16
  * (compute in bf16 with fp32 accumulation; norms, softmax and the loss in fp32).
  *
  * What it is: the table, and the casts that put bf16 storage behind the float* signatures of ops_t.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/ref/llama_ref.py — an independent reference for the engine's mathematics (design 4.1-4.4),
+"""tests/ref/llama_ref.py — an independent reference for the engine's mathematics (docs/semantics.md),
 written from the design text with PyTorch autograd in float64. It imports nothing of the engine:
 the model, RoPE, attention, loss, batch order, schedule, clipping and AdamW are PyTorch's or written
 out here, so a bug in the engine's shared code (data, optimizer, schedule, RoPE, norm, loss) shows as
