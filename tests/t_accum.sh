@@ -125,12 +125,23 @@ for mode in each last; do
   else fail "accum_plan_max_micro_batch_divides_$mode" "rc $rc b=$b n=$n free max $free; at b exit $rc_b, next divisor $nx exit $rc_next: $(tail -2 "$T/mx.txt")"; fi
 done
 
-# the step-time model prices one micro-batch: with accumulation the plan says it has no prediction
-"$TR" --plan --world 8 --tp 2 --batch-size 2 --model llama3.1-8b --seq-len 4096 --gpu h100-80gb --machine h100-80gb --dtype bf16 --grad-accum 4 \
-  --out "$T/pred.json" >"$T/pred.txt" 2>&1; rc=$?
-[ "$rc" -eq 0 ] && grep -q '^# no predicted step (machine h100-80gb): the step-time model prices one micro-batch per step (not 4)$' "$T/pred.txt" \
-  && [ "$(json_get "$T/pred.json" 'd["time"] is None and d["grad_accum"] == 4')" = True ] \
-  && ok accum_no_prediction_for_micro_batches || fail accum_no_prediction_for_micro_batches "rc $rc: $(grep -i predict "$T/pred.txt")"
+# the step-time model prices every micro-batch: 4 micro-batches of 2 take longer than one of 2 and less
+# than 4 separate steps (one optimizer step, one gradient-norm all-reduce), at 4 times the tokens
+P8=(--plan --world 8 --tp 2 --model llama3.1-8b --seq-len 4096 --gpu h100-80gb --machine h100-80gb --dtype bf16)
+"$TR" "${P8[@]}" --batch-size 2 --out "$T/pred1.json" >"$T/pred1.txt" 2>&1; rc1=$?
+"$TR" "${P8[@]}" --batch-size 2 --grad-accum 4 --out "$T/pred.json" >"$T/pred.txt" 2>&1; rc=$?
+got=$(/usr/bin/python3 - "$T/pred1.json" "$T/pred.json" <<'PY' 2>&1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ta, tb = a["time"], b["time"]
+ok = b["grad_accum"] == 4 and ta and tb and ta["step_ms"] < tb["step_ms"] < 4 * ta["step_ms"] \
+     and abs(tb["tok_s"] * tb["step_ms"] - 4 * ta["tok_s"] * ta["step_ms"]) < 1e-6 * ta["tok_s"] * ta["step_ms"] * 4
+print("ok" if ok else f"N=1 {ta and ta['step_ms']} ms, N=4 {tb and tb['step_ms']} ms")
+print(f"{ta['step_ms']:.1f} ms -> {tb['step_ms']:.1f} ms" if ta and tb else "")
+PY
+)
+if [ "$rc1" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$(echo "$got" | head -1)" = ok ]; then ok "accum_prediction_prices_every_micro_batch  ($(echo "$got" | tail -1))"
+else fail accum_prediction_prices_every_micro_batch "rc $rc1/$rc: $got $(grep -i predict "$T/pred.txt" | head -2)"; fi
 
 # --- bad input: exit 2, one line, no output file
 bad() { # NAME PATTERN ARGS...

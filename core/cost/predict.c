@@ -37,7 +37,7 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
     cost_trace_free(&t);
     p->ranks_per_host = rph;
     int dp = W / tp;   /* W is a multiple of tp (checked above) */
-    p->tokens = (double)dp * q->mo.B * q->mo.T;
+    p->tokens = (double)dp * q->mo.B * model_micro_batches(&q->mo) * q->mo.T; /* the global batch */
     p->tok_s = p->r.step_ms > 0 ? p->tokens / (p->r.step_ms / 1e3) : 0;
     p->tok_s_per_rank = p->tok_s / W;
     p->flops_per_token = metrics_flops_per_token(q->cfg, q->mo.T);

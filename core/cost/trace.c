@@ -284,7 +284,13 @@ int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype
     int rc = model_init(&M, &P, cfg, &m, &tpg, &dpg, o, err, errlen);
     if (rc == 0) {
         rec.t = t;
-        double loss = model_forward_backward(&M, NULL, NULL, 1.0f);
+        /* every micro-batch of the step, as core/run/run.c runs it, then the optimizer */
+        double loss = 0;
+        int n = model_micro_batches(o);
+        for (int k = 0; k < n; k++) {
+            model_accum_begin(&M, k, n);
+            loss += model_forward_backward(&M, NULL, NULL, 1.0f);
+        }
         comm_all_reduce_sum_f64(&dpg, &loss, 1);
         optim_cfg oc = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
         optim_step(&M, &wg, &oc, 0, 1, NULL);

@@ -163,10 +163,7 @@ int plan_report(const plan_req *q) {
     if (q->max_batch && gper) printf("# max micro-batch per DP rank dividing %d: %d x %d micro-batches (global %d)\n", gper, B, N, G);
     else if (q->max_batch) printf("# max batch per DP rank: %d (global %d)\n", B, G);
     json_t *time = NULL;
-    if (q->machine && B > 0 && N > 1) /* core/cost/trace.c records one forward and backward */
-        printf("# no predicted step (machine %s): the step-time model prices one micro-batch per step (not %d)\n",
-               q->machine->name, N);
-    else if (q->machine && B > 0) {
+    if (q->machine && B > 0) {
         cost_req cr = {.cfg = q->cfg, .world = W, .tp = q->tp, .mo = mo, .dtype = q->E->dtype,
                        .ranks_per_host = q->ranks_per_host, .m = q->machine};
         cost_prediction cp;

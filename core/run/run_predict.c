@@ -30,11 +30,6 @@ void run_predict_device(run_prediction *p, const char *device_name) {
 void run_predict_step(run_prediction *p, const model_config *cfg, int world, int tp, dtype_t dtype, const model_opts *mo,
                       int ranks_per_host) {
     if (!p->have) return;
-    if (model_micro_batches(mo) > 1) { /* core/cost/trace.c records one forward and backward */
-        snprintf(p->error, sizeof p->error, "the step-time model prices one micro-batch per step (not --grad-accum %d)",
-                 model_micro_batches(mo));
-        return;
-    }
     cost_req q = {.cfg = cfg, .world = world, .tp = tp, .mo = *mo, .dtype = dtype, .ranks_per_host = ranks_per_host,
                   .m = &p->m};
     cost_prediction cp;
