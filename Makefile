@@ -1,6 +1,8 @@
 # meshsweep — build, deps, data, tests. `make` builds into build/; see README.md.
 SHELL := /bin/bash
 BUILD ?= build
+# the builds that test, sweep and plan start compile one file per core
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 CC := mpicc
 DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev gnuplot-nox bible-kjv-text bible-kjv python3-torch iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
@@ -98,7 +100,7 @@ $(BUILD)/data/kjv/train.bin: $(BUILD)/mkdata
 	$(BUILD)/mkdata $(BUILD)/data/kjv/kjv.txt $(BUILD)/data/kjv
 
 test: deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	$(MAKE) cuda-tools
 	$(MAKE) data
 	BUILD=$(BUILD) NVCC="$(NVCC)" bash tests/run.sh
@@ -113,7 +115,7 @@ gpu-kit: all
 
 SWEEP ?= sweeps/default.json
 sweep: deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	$(MAKE) data
 	$(BUILD)/sweep $(SWEEP)
 
@@ -122,14 +124,14 @@ sweep: deps
 # sweep's launcher, into $(BUILD)/machines/HOST-Nc.json (about a minute; a sweep without one does this itself)
 CALIBRATE_SPECS ?= sweeps/default.json,sweeps/cpu-small.json
 calibrate: deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
 	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 8 $(BUILD)/calibrate \
 	  --spec $(CALIBRATE_SPECS) --build "$$(git describe --always --dirty 2>/dev/null || echo unknown)" --verbose 1
 
 # `make plan SWEEP=...`: the same spec as plans only (build/sweep --plan-only): nothing is launched
 plan: deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	$(BUILD)/sweep $(SWEEP) --plan-only
 
 # ---- fuzzing and static analysis (docs/bad-input.md, docs/testing.md) ------------------------------------------------
@@ -164,10 +166,10 @@ LINT_INC := -I. -I$(BLAS_INC) $(shell mpicc --showme:incdirs 2>/dev/null | tr ' 
 lint:
 	@$(call need_pkg,cppcheck,cppcheck)
 	@$(call need_pkg,clang-tidy,clang-tidy)
-	cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr \
+	cppcheck -j $(NPROC) --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr \
 	  --suppressions-list=tests/lint/cppcheck.supp -D_GNU_SOURCE -D__x86_64__ -D__GNUC__ -D__linux__ \
 	  -I. $(LINT_SRCS)
-	printf '%s\n' $(LINT_SRCS) | xargs -P 2 -n 4 sh -c 'clang-tidy --quiet --config-file=tests/lint/clang-tidy.yaml "$$@" \
+	printf '%s\n' $(LINT_SRCS) | xargs -P $(NPROC) -n 4 sh -c 'clang-tidy --quiet --config-file=tests/lint/clang-tidy.yaml "$$@" \
 	  -- -std=c11 -D_GNU_SOURCE $(LINT_INC)' clang-tidy
 	python3 tests/lint/names.py
 

@@ -16,11 +16,9 @@ source "$(dirname "$0")/lib.sh"
 case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
 command -v g++ >/dev/null || { skip cuda_emu "no g++"; exit 0; }
 O="$BUILD/emu"; mkdir -p "$O"
-rm -f "$O"/*.o # objects of .cu files that no longer exist must not be linked
-for f in kernels/cuda/[a-z]*.cu; do
-  g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wall -Wextra -Wno-unknown-pragmas \
-      -c "$f" -o "$O/$(basename "$f" .cu).o" 2>"$O/build.log" || { fail cuda_emu_build "$f: $(head -5 "$O/build.log")"; exit 1; }
-done
+# the kernels for the emulator, shared with t_cuda_engine_emu.sh (built once, in parallel)
+OBJ="$BUILD/emu-obj"
+bash tests/emu/build.sh "$OBJ" || { fail cuda_emu_build "$(head -6 "$OBJ/build.log" | tr '\n' ' ')"; exit 1; }
 rc=0
 # the emulator's own models: lazy seeded streams, events, pool, premature-free reports
 # (test_cuda_emu_streams), cp.async / ldmatrix / ex2.approx (test_cuda_emu_ptx); their bug variants
@@ -37,7 +35,7 @@ for t in test_cuda_emu_streams test_cuda_emu_ptx; do
 done
 for t in test_cuda_kernels test_cuda_bf16 test_cuda_attention; do
   gcc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
-      "tests/$t.c" kernels/cpu/ops_cpu.c "$O"/*.o -lopenblas -lm -lstdc++ -lpthread -o "$O/${t}_emu" 2>"$O/build.log" \
+      "tests/$t.c" kernels/cpu/ops_cpu.c "$OBJ"/*.o -lopenblas -lm -lstdc++ -lpthread -o "$O/${t}_emu" 2>"$O/build.log" \
     || { fail "cuda_emu_build_$t" "$(head -5 "$O/build.log")"; rc=1; continue; }
   timeout 900 "$O/${t}_emu" | sed -e 's/^ok   /ok   emu_/' -e 's/^FAIL /FAIL emu_/'
   r=${PIPESTATUS[0]}
@@ -54,8 +52,10 @@ mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/confi
   && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/comm.c -o "$O/bench/comm.o" 2>>"$O/build.log" \
   && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/comm_nccl.c -o "$O/bench/comm_nccl.o" 2>>"$O/build.log" \
   && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/common/errmsg.c -o "$O/bench/errmsg.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/mem.c -o "$O/bench/mem.o" 2>>"$O/build.log" \
+  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c kernels/cpu/null.c -o "$O/bench/null.o" 2>>"$O/build.log" \
   && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
-    bench/gpu_bench.c kernels/cpu/ops_cpu.c "$O"/*.o "$O"/bench/*.o \
+    bench/gpu_bench.c kernels/cpu/ops_cpu.c "$OBJ"/*.o "$O"/bench/*.o \
     -ljansson -lopenblas -lm -lstdc++ -lpthread -o "$O/gpu_bench_emu" 2>>"$O/build.log" \
   && { timeout 900 "$O/gpu_bench_emu" --small --json "$O/gpu_bench.json" > "$O/gpu_bench.txt" 2>&1; r=$?; true; } \
   || { fail cuda_emu_gpu_bench_build "$(head -5 "$O/build.log")"; rc=1; r=-1; }

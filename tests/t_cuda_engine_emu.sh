@@ -20,17 +20,25 @@ command -v g++ >/dev/null || { skip cuda_engine_emu "no g++"; exit 0; }
 O="$BUILD/emu-engine"; mkdir -p "$O/obj"
 BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
 log="$O/build.log"; : > "$log"
-for f in kernels/cuda/[a-z]*.cu; do
-  g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wno-unknown-pragmas \
-      -c "$f" -o "$O/obj/cu_$(basename "$f" .cu).o" 2>>"$log" || { fail cuda_engine_emu_build "$f: $(head -5 "$log")"; exit 1; }
-done
+# the kernels for the emulator: the objects t_cuda_emu.sh built (or built here the same way)
+OBJ="$BUILD/emu-obj"
+bash tests/emu/build.sh "$OBJ" || { fail cuda_engine_emu_build "$(head -6 "$OBJ/build.log" | tr '\n' ' ')"; exit 1; }
+# the engine's C files with MESHSWEEP_CUDA, one per core at a time
+rm -f "$O"/obj/*.o "$O"/obj/*.err
+compile_c() { # FILE
+  local lang=(-std=c11) o   # comm_nccl.c: C++ against the emulated CUDA runtime and NCCL (tests/emu/nccl_emu.cuh)
+  [ "$1" = core/engine/comm_nccl.c ] && lang=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -Itests/emu/include -DOMPI_SKIP_MPICXX -Wall -Wextra -Wno-unknown-pragmas)
+  o="$O/obj/$(echo "$1" | tr / _)"
+  mpicc "${lang[@]}" -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC -c "$1" -o "$o.o" 2>"$o.log" || { echo "$1:" > "$o.err"; head -5 "$o.log" >> "$o.err"; }
+}
 for f in core/*/*.c kernels/cpu/*.c; do
-  lang=(-std=c11)   # comm_nccl.c: C++ against the emulated CUDA runtime and NCCL (tests/emu/nccl_emu.cuh)
-  [ "$f" = core/engine/comm_nccl.c ] && lang=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -Itests/emu/include -DOMPI_SKIP_MPICXX -Wall -Wextra -Wno-unknown-pragmas)
-  mpicc "${lang[@]}" -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC -c "$f" -o "$O/obj/$(echo "$f" | tr / _).o" 2>>"$log" \
-    || { fail cuda_engine_emu_build "$f: $(head -5 "$log")"; exit 1; }
+  compile_c "$f" &
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
 done
-mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC bench/train.c "$O"/obj/*.o \
+wait
+cat "$O"/obj/*.log >> "$log" 2>/dev/null
+if ls "$O"/obj/*.err >/dev/null 2>&1; then fail cuda_engine_emu_build "$(cat "$O"/obj/*.err | head -6 | tr '\n' ' ')"; exit 1; fi
+mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC bench/train.c "$O"/obj/*.o "$OBJ"/*.o \
   -lopenblas -ljansson -lm -lstdc++ -lpthread -o "$O/train" 2>>"$log" || { fail cuda_engine_emu_build "$(head -5 "$log")"; exit 1; }
 ok cuda_engine_emu_build
 

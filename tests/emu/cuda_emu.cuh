@@ -3,7 +3,7 @@
  *
  * What it is: with MESHSWEEP_CUDA_EMU defined, cuda_common.cuh includes this instead of the CUDA
  * headers and the .cu files compile as ordinary C++20. Each block runs with one host thread per
- * CUDA thread; __syncthreads is a barrier over the block, shuffles exchange through a per-warp
+ * CUDA thread (a pool reused from block to block: cuda_emu_threads.cuh); __syncthreads is a barrier over the block, shuffles exchange through a per-warp
  * slot array between two warp barriers, so a shuffle or __syncthreads reached by only part of a
  * warp/block deadlocks here (run it under `timeout`) instead of silently working. Blocks run one
  * after another, which is what lets `__shared__` be a function-static.
@@ -739,10 +739,12 @@ inline cudaError_t cudaFreeAsync(void *ptr, cudaStream_t st) {
 template <typename T> inline void emu_ref_arg(std::vector<uint64_t> &refs, const T &v, const char *what) {
     if constexpr (std::is_pointer_v<T>) emu_ref(refs, (const void *)v, what);
 }
+#include "tests/emu/cuda_emu_threads.cuh" /* the pool of host threads a block runs on */
 inline void emu_run_grid(dim3 grid, dim3 block, const std::function<void()> &f) {
     const unsigned nt = block.x * block.y * block.z;
     gridDim = grid;
     blockDim = block;
+    emu_threads.resize(nt);
     /* garbage in shared memory, as on the device: reads before writes show up as wrong results */
     memset(emu_smem_buf.data(), 0x7f, emu_smem_buf.size());
     for (unsigned bz = 0; bz < grid.z; bz++)
@@ -757,15 +759,7 @@ inline void emu_run_grid(dim3 grid, dim3 block, const std::function<void()> &f) 
                     st.warp[w] = wb.back();
                 }
                 emu_cur = &st;
-                std::vector<std::thread> th;
-                th.reserve(nt);
-                for (unsigned t = 0; t < nt; t++)
-                    th.emplace_back([=, &f] {
-                        threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                        blockIdx = {bx, by, bz};
-                        f();
-                    });
-                for (auto &x : th) x.join();
+                emu_threads.run(f, block, bx, by, bz); /* one host thread per CUDA thread (cuda_emu_threads.cuh) */
                 for (auto *p : wb) delete p;
             }
 }

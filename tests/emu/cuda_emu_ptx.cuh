@@ -41,6 +41,11 @@ struct emu_cp {
 };
 inline thread_local std::vector<emu_cp> emu_cp_open;                 /* issued, not committed */
 inline thread_local std::deque<std::vector<emu_cp>> emu_cp_groups;   /* committed, not retired */
+/* a thread of the emulator's pool starts each block as a new thread would: no copies in flight */
+inline void emu_thread_reset() {
+    emu_cp_open.clear();
+    emu_cp_groups.clear();
+}
 
 inline void emu_cp_async(const char *what, void *dst, const void *src, int cp_bytes, int src_bytes) {
     if (src_bytes < 0 || src_bytes > cp_bytes) {
