@@ -1,6 +1,6 @@
 /* core/cost/calib_check.c — how far this machine is from its machine file now (see calib_run.h): a few
- * of the file's GEMMs, on every rank at once as a step computes (against the file's time alone times the
- * model's share for that many ranks), and its collectives of the whole world, measured again as the
+ * of the file's GEMMs, on every rank at once as a step computes and as the calibration timed them (against
+ * the file's time scaled by the model's share for this many ranks), and its collectives of the whole world, measured again as the
  * calibration measured them; the ratios measured / predicted from the file, their geometric means for compute and for collectives,
  * and the load average, as one JSON record (schema meshsweep.machine_check/1). A shared machine's
  * prediction error then says how much of it is the load and how much the model. */
@@ -64,12 +64,8 @@ int cost_check(const cost_calib_opts *o) {
         cost_event e = {.type = COST_EV_OP, .kind = (uint8_t)p->op, .dim = {p->m, p->n, p->k, 0, 0}};
         cost_op_work((cost_op_kind)e.kind, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
         cost_calib_idle_barrier();
-        double us = cost_calib_op_us(o->ops, &e, 3.0, 3);
-        int okr = us > 0, all_ok = 0;
-        MPI_Allreduce(&okr, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        if (!all_ok) continue;
-        us /= world;
+        double us = cost_calib_together_us(o->ops, &e, COST_CALIB_OP_MS, 3);   /* as the calibration timed it */
+        if (us < 0) continue;
         cr[nc++] = us / (p->us * share);
         if (rank == 0)
             json_array_append_new(pts, json_pack("{s:s, s:[I,I,I], s:f, s:f, s:f}", "op", cost_op_names[p->op], "shape",

@@ -2,7 +2,8 @@
  * kind, every group size n of the world (consecutive groups of n; on one host a DP group of n strided
  * ranks has the same shape), all groups at once as in training, through core/engine/comm itself, so
  * its algorithm choices (reduce-scatter by size), its host staging and its sleep-polling are measured
- * with it. Time of a size = max over ranks of the mean over the iterations (nccl-tests' convention). */
+ * with it. Time of a size = max over ranks of the mean over the iterations (nccl-tests' convention), the
+ * median of that over rounds taken one after another across every point. */
 #include "core/cost/calibrate.h"
 #include "core/engine/comm.h"
 #ifdef MESHSWEEP_CUDA
@@ -100,22 +101,14 @@ static int iters_of(double S, int scale) {
     return it < 2 ? 2 : it;
 }
 
-/* time of one size: warm-up, then `rounds` loops; each loop's time is the max over ranks of its mean, the
- * size's the median over the loops (one slow loop of a shared machine does not make the size slow) */
-static double time_size(comm_group *g, int kind, int started, float *a, float *b, double S, int iters, int rounds) {
-    call(g, kind, started, a, b, (size_t)S);
-    double t[8] = {0};
-    if (rounds > 8) rounds = 8;
-    if (rounds < 1) rounds = 1;
-    for (int k = 0; k < rounds; k++) {
-        cost_calib_idle_barrier();
-        double t0 = comm_now_ms();
-        for (int i = 0; i < iters; i++) call(g, kind, started, a, b, (size_t)S);
-        t[k] = (comm_now_ms() - t0) * 1e3 / iters;
-        MPI_Allreduce(MPI_IN_PLACE, &t[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
-    qsort(t, (size_t)rounds, sizeof *t, cmp_dbl);
-    return t[rounds / 2];
+/* one loop of iters calls of one size on every group at once: the max over ranks of its mean (us) */
+static double time_loop(comm_group *g, int kind, int started, float *a, float *b, double S, int iters) {
+    cost_calib_idle_barrier();
+    double t0 = comm_now_ms();
+    for (int i = 0; i < iters; i++) call(g, kind, started, a, b, (size_t)S);
+    double t = (comm_now_ms() - t0) * 1e3 / iters;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return t;
 }
 
 /* latency: the smallest size's time; bus bandwidth: from the two largest sizes */
@@ -143,7 +136,7 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
     float *a = dev ? ops->dev_alloc(nf * sizeof *a) : malloc(nf * sizeof *a);
     float *b = dev ? ops->dev_alloc(nf * sizeof *b) : malloc(nf * sizeof *b);
     /* the modes: all-reduce, all-gather, reduce-scatter, and the all-gather started and waited for */
-    int nk = 4, maxc = m->ncoll + nk * world + 4, rounds = iters_scale >= 4 ? 3 : 1;
+    int nk = 4, maxc = m->ncoll + nk * world + 4, rounds = iters_scale >= 4 ? 5 : 1;
     cost_coll *cl = realloc(m->coll, (size_t)maxc * sizeof *cl);
     if (cl) m->coll = cl;   /* a failed realloc leaves the old table in place */
     if (!a || !b || !cl) {
@@ -164,39 +157,59 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
     int nccl = cost_calib_uses_nccl(ops);
     comm_ctx cc;   /* the groups' staging and statistics: device buffers staged through ops without NCCL */
     comm_ctx_init(&cc, dev ? ops : NULL);
-    for (int n = 2; n <= world; n++) {
+    /* the groups of every size n dividing the world, made once: consecutive groups of n, as the TP group
+     * (on NCCL its stream is the critical one) */
+    enum { MAXG = 16 };
+    comm_group g[MAXG], other[MAXG];
+    int gn[MAXG], ng = 0, rc = 0;
+    for (int n = 2; n <= world && ng < MAXG && !rc; n++) {
         if (world % n) continue;
-        comm_group g, other;
-        comm_mpi_groups(&cc, &g, &other, n);
-        /* consecutive groups of n, as the TP group (on NCCL its stream is the critical one) */
-        if (nccl && comm_nccl_attach(&g, 1, err, errlen)) {
-            comm_mpi_groups_free(&g, &other);
-            comm_ctx_free(&cc);
-            release(ops, dev, a, b);
-            return -1;
-        }
-        for (int mode = 0; mode < nk; mode++) {
-            int kind = mode == 3 ? COMM_ALL_GATHER : mode, started = mode == 3;
-            cost_coll *c = &m->coll[m->ncoll];
-            memset(c, 0, sizeof *c);
-            c->kind = kind; c->started = started; c->ranks = n; c->ranks_per_host = n <= ls ? n : ls; c->host_ranks = ls;
-            c->scope = c->ranks_per_host >= n ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
-            double sz[COST_MAX_POINTS];
-            int ns = sizes_for(w, grid, ngrid, kind, n, sz, COST_MAX_POINTS);
-            for (int i = 0; i < ns; i++) {
-                double us = time_size(&g, kind, started, a, b, sz[i], iters_of(sz[i], iters_scale), rounds);
-                c->bytes[c->npts] = sz[i];
-                c->us[c->npts++] = us > 0.01 ? us : 0.01;
-            }
-            fit(c);
-            if (verbose && rank == 0)
-                fprintf(stderr, "calibrate: %-14s%s groups of %d: %d sizes, latency %.1f us, busbw %.3f GB/s\n",
-                        comm_kind_names[kind], started ? " (started)" : "", n, c->npts, c->latency_us, c->busbw_gbs);
-            m->ncoll++;
-        }
-        comm_mpi_groups_free(&g, &other);
+        comm_mpi_groups(&cc, &g[ng], &other[ng], n);
+        gn[ng++] = n;
+        if (nccl && comm_nccl_attach(&g[ng - 1], 1, err, errlen)) rc = -1;
     }
+    /* every (group size, kind, size) point, warmed up once; then the rounds, one after another over all
+     * the points, so that a slow spell of a shared machine spoils one round of many points rather than
+     * every round of a few (the median over the rounds drops it) */
+    typedef struct { int gi, kind, started, iters; double S, t[8]; } point;
+    int cap = ng * nk * COST_MAX_POINTS, np = 0;
+    point *pt = rc ? NULL : calloc((size_t)(cap ? cap : 1), sizeof *pt);
+    if (!rc && !pt) { snprintf(err, errlen, "out of host memory"); rc = -1; }
+    for (int gi = 0; gi < ng && !rc; gi++)
+        for (int mode = 0; mode < nk; mode++) {
+            int kind = mode == 3 ? COMM_ALL_GATHER : mode;
+            double sz[COST_MAX_POINTS];
+            int ns = sizes_for(w, grid, ngrid, kind, gn[gi], sz, COST_MAX_POINTS);
+            for (int i = 0; i < ns; i++)
+                pt[np++] = (point){gi, kind, mode == 3, iters_of(sz[i], iters_scale), sz[i], {0}};
+        }
+    for (int i = 0; i < np; i++) call(&g[pt[i].gi], pt[i].kind, pt[i].started, a, b, (size_t)pt[i].S);
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < np; i++) pt[i].t[r] = time_loop(&g[pt[i].gi], pt[i].kind, pt[i].started, a, b, pt[i].S, pt[i].iters);
+    /* the tables: per group size and mode, the median over the rounds of each size */
+    for (int i = 0; i < np;) {
+        cost_coll *c = &m->coll[m->ncoll];
+        int n = gn[pt[i].gi];
+        memset(c, 0, sizeof *c);
+        c->kind = pt[i].kind; c->started = pt[i].started; c->ranks = n; c->ranks_per_host = n <= ls ? n : ls; c->host_ranks = ls;
+        c->scope = c->ranks_per_host >= n ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
+        int j = i;
+        for (; j < np && pt[j].gi == pt[i].gi && pt[j].kind == pt[i].kind && pt[j].started == pt[i].started; j++) {
+            qsort(pt[j].t, (size_t)rounds, sizeof *pt[j].t, cmp_dbl);
+            double us = pt[j].t[rounds / 2];
+            c->bytes[c->npts] = pt[j].S;
+            c->us[c->npts++] = us > 0.01 ? us : 0.01;
+        }
+        fit(c);
+        if (verbose && rank == 0)
+            fprintf(stderr, "calibrate: %-14s%s groups of %d: %d sizes, latency %.1f us, busbw %.3f GB/s\n",
+                    comm_kind_names[c->kind], c->started ? " (started)" : "", n, c->npts, c->latency_us, c->busbw_gbs);
+        m->ncoll++;
+        i = j;
+    }
+    free(pt);
+    for (int gi = 0; gi < ng; gi++) comm_mpi_groups_free(&g[gi], &other[gi]);
     comm_ctx_free(&cc);
     release(ops, dev, a, b);
-    return 0;
+    return rc;
 }

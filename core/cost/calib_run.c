@@ -54,12 +54,8 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     cost_op_work(COST_GEMM_FWD, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
     double alone = rank == 0 ? cost_calib_op_us(ops, &e, target_ms, 3) : 0;
     cost_calib_idle_barrier();
-    double all = cost_calib_op_us(ops, &e, target_ms * ls / cores, 3);
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double all = cost_calib_together_us(ops, &e, target_ms, 3);   /* as the op table is timed */
     MPI_Bcast(&alone, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    int world;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    all /= world;
     /* t_alone · (ranks / cores) / t_together: below 1 when time slicing costs (caches, switches); above 1 when
      * other jobs on the host slow one rank alone about as much as the group (then the group's ranks get
      * more than ranks / cores of a core each); at most ranks / cores (the group never beats one rank alone) */
@@ -120,7 +116,7 @@ int cost_calibrate(const cost_calib_opts *o) {
 #ifdef MESHSWEEP_CUDA
     if (device) m.cores = cuda_device_count() > 0 ? cuda_device_count() : 1;   /* compute units: the GPUs */
 #endif
-    double tms = o->quick ? 0.3 : 3.0;
+    double tms = o->quick ? 0.3 : COST_CALIB_OP_MS;
     int samples = o->quick ? 1 : 3;
     if (o->verbose && rank == 0)
         fprintf(stderr, "calibrate: %zu ops and %zu collective sizes from %d spec(s), world %d (%d on this host, %d cores)\n",

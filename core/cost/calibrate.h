@@ -31,9 +31,16 @@ int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp
 /* a small grid of GEMM shapes (every GEMM kind at m, n, k from lo to hi, powers of 4) */
 int cost_workload_add_gemm_grid(cost_workload *w, int64_t lo, int64_t hi);
 
+/* How long a timed loop of one op runs on one rank alone (ms); on every rank at once of an oversubscribed
+ * host a sample lasts ranks / cores times that, long against the scheduler's time slice */
+#define COST_CALIB_OP_MS 10.0
 /* Time one op in microseconds through ops (buffers from its dev_alloc, filled with valid values): the
- * median of `samples` timings of a loop of at least target_ms; -1 when its buffers cannot be had. */
+ * median of `samples` timings of a loop of at least target_ms, going round sets of buffers larger than
+ * the core's cache together (core/cost/calib_ops.c); -1 when its buffers cannot be had. */
 double cost_calib_op_us(const ops_t *ops, const cost_event *e, double target_ms, int samples);
+/* The same on every rank at once, as a step computes it (collective over MPI_COMM_WORLD): each sample
+ * from a common start to the slowest rank's end, the median over samples; the same value on every rank. */
+double cost_calib_together_us(const ops_t *ops, const cost_event *e, double target_ms, int samples);
 /* Every op of w measured into m's GEMM table and op curves, and the fallbacks derived from them
  * (peak, GEMM and attention efficiency, memory bandwidth). together: on every rank at once, as a step
  * computes (collective over MPI_COMM_WORLD; rank 0's m gets the figures), else on the calling rank
