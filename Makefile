@@ -3,6 +3,9 @@ SHELL := /bin/bash
 BUILD ?= build
 # the builds that test, sweep and plan start compile one file per core
 NPROC := $(shell nproc 2>/dev/null || echo 2)
+# tests side by side in `make test` (tests/run.sh JOBS: the suites wait much of their time; the
+# manifest keeps timing-sensitive ones alone)
+TEST_JOBS ?= 2
 CC := mpicc
 DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev gnuplot-nox bible-kjv-text bible-kjv python3-torch iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
@@ -103,7 +106,7 @@ test: deps
 	$(MAKE) -j$(NPROC) all
 	$(MAKE) cuda-tools
 	$(MAKE) data
-	BUILD=$(BUILD) NVCC="$(NVCC)" bash tests/run.sh
+	BUILD=$(BUILD) NVCC="$(NVCC)" JOBS=$(TEST_JOBS) bash tests/run.sh
 
 test-gpu: all
 	BUILD=$(BUILD) bash gpukit/run_gpu.sh

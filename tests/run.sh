@@ -10,8 +10,13 @@
 # too (add new tests there). A test marked may-skip there may skip all its checks (no GPU, sanitizer
 # build); the closing line names every test that skipped everything.
 # Environment: BUILD (default build), ONLY=substring to run a subset (an ONLY that matches no test
-# fails); MANIFEST and SUITE_DIR (default tests/expected.txt, tests) for the runner's own test.
-# Writes $BUILD/test-logs/NAME.log, NAME.results and summary.tsv (name ok failed skipped).
+# fails); JOBS=N tests at a time (default 1; `make test` passes TEST_JOBS, 2): the suites spend much of
+# their time waiting (ranks sleep-polling in collectives, timeouts, launches), so a second one fills
+# the cores; a test marked "alone" in the manifest runs with nothing beside it (timing or whole-host
+# checks) and tests marked "excl:KEY" never run beside one with the same KEY (shared build outputs);
+# MANIFEST and SUITE_DIR (default tests/expected.txt, tests) for the runner's own test.
+# Writes $BUILD/test-logs/NAME.log, NAME.results and summary.tsv (name ok failed skipped seconds), in
+# the order the tests finished.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -38,7 +43,7 @@ if [ "$BUILD" != build ] && [ ! -s build/data/kjv/train.bin ] && [ -s "$BUILD/da
 fi
 summary=$logdir/summary.tsv; : > "$summary"
 
-declare -A want_min=() may_skip=() seen=()
+declare -A want_min=() may_skip=() seen=() alone=() excl=()
 if [ ! -f "$MANIFEST" ]; then echo "FAIL run: manifest $MANIFEST missing"; exit 1; fi
 while read -r name min flags; do
   case "$name" in ''|'#'*) continue;; esac
@@ -46,6 +51,8 @@ while read -r name min flags; do
   for fl in ${flags:-}; do
     case "$fl" in
       may-skip) may_skip[$name]=1;;
+      alone) alone[$name]=1;;
+      excl:*) excl[$name]=${fl#excl:};;
       san:*) [ "$BUILD" = build-san ] && want_min[$name]=${fl#san:};;   # fewer checks in the sanitizer build
     esac
   done
@@ -56,14 +63,20 @@ for t in "$BUILD"/tests/*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done
 for t in "${SUITE_DIR:-tests}"/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
 allskip=()
 ran=0
-for t in "${tests[@]}"; do
-  name=$(basename "$t")
-  if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then continue; fi
-  seen[$name]=1; ran=$((ran + 1))
-  log="$logdir/$name.log"; res="$logdir/$name.results"; : > "$res"
+JOBS=${JOBS:-1}
+case "$JOBS" in ''|*[!0-9]*|0) echo "FAIL run: JOBS='$JOBS' is not a positive number"; exit 1;; esac
+# run_one PATH NAME: the test, its exit status and seconds into NAME.rc (written last: its presence says done)
+run_one() {
+  local t=$1 name=$2 res="$logdir/$2.results" start rc
   start=$(date +%s)
-  if [[ "$t" == *.sh ]]; then MESHSWEEP_TEST_RESULTS=$res timeout 1800 bash "$t" > "$log" 2>&1; rc=$?
-  else MESHSWEEP_TEST_RESULTS=$res timeout 1800 "$t" > "$log" 2>&1; rc=$?; fi
+  if [[ "$t" == *.sh ]]; then MESHSWEEP_TEST_RESULTS=$res timeout 1800 bash "$t" > "$logdir/$name.log" 2>&1; rc=$?
+  else MESHSWEEP_TEST_RESULTS=$res timeout 1800 "$t" > "$logdir/$name.log" 2>&1; rc=$?; fi
+  echo "$rc $(( $(date +%s) - start ))" > "$logdir/$name.rc.tmp" && mv "$logdir/$name.rc.tmp" "$logdir/$name.rc"
+}
+# report NAME: count a finished test's checks against the manifest, print its line
+report() {
+  local name=$1 res="$logdir/$1.results" log="$logdir/$1.log" rc secs p f s
+  read -r rc secs < "$logdir/$name.rc"; rm -f "$logdir/$name.rc"
   note() { echo "FAIL $name: $1" >> "$res"; echo "FAIL $name: $1" >> "$log"; }
   p=$(grep -c '^ok ' "$res"); f=$(grep -c '^FAIL ' "$res"); s=$(grep -c '^skip ' "$res")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then note "exited $rc without a FAIL line"; f=1; fi
@@ -74,16 +87,48 @@ for t in "${tests[@]}"; do
     [ -n "${may_skip[$name]:-}" ] || { note "skipped every check ($s); only may-skip tests may"; f=1; }
   elif [ "$f" -eq 0 ] && [ "$p" -lt "${want_min[$name]}" ]; then note "$p ok checks, the manifest expects at least ${want_min[$name]}"; f=$((f + 1)); fi
   pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+s))
-  printf '%s\t%d\t%d\t%d\n' "$name" "$p" "$f" "$s" >> "$summary"
-  printf '%-28s %4d ok %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" "$(( $(date +%s) - start ))"
+  printf '%s\t%d\t%d\t%d\t%d\n' "$name" "$p" "$f" "$s" "$secs" >> "$summary"
+  printf '%-28s %4d ok %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" "$secs"
   grep -E '^(FAIL|skip) ' "$res" | sed 's/^/    /'
+}
+declare -A running=()
+# reap: report every running test that has finished
+reap() {
+  local n
+  for n in "${!running[@]}"; do
+    [ -f "$logdir/$n.rc" ] || continue
+    wait "${running[$n]}" 2>/dev/null
+    unset "running[$n]"; report "$n"
+  done
+}
+# busy NAME: 1 when NAME may not start now (the slots are full, an alone test runs or NAME is alone and
+# anything runs, or a test with NAME's excl key runs)
+busy() {
+  local n=$1 r
+  [ "${#running[@]}" -eq 0 ] && return 1
+  [ "${#running[@]}" -ge "$JOBS" ] || [ -n "${alone[$n]:-}" ] && return 0
+  for r in "${!running[@]}"; do
+    [ -n "${alone[$r]:-}" ] && return 0
+    [ -n "${excl[$n]:-}" ] && [ "${excl[$r]:-}" = "${excl[$n]}" ] && return 0
+  done
+  return 1
+}
+for t in "${tests[@]}"; do
+  name=$(basename "$t")
+  if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then continue; fi
+  seen[$name]=1; ran=$((ran + 1))
+  : > "$logdir/$name.results"; rm -f "$logdir/$name.rc"
+  while busy "$name"; do wait -n 2>/dev/null; reap; done
+  run_one "$t" "$name" &
+  running[$name]=$!
 done
+while [ "${#running[@]}" -gt 0 ]; do wait -n 2>/dev/null; reap; done
 # listed tests that did not run: a deleted binary or suite must not just vanish from the count
 for name in "${!want_min[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then continue; fi
   [ -n "${seen[$name]:-}" ] && continue
   echo "FAIL $name: listed in $MANIFEST but not found (missing binary or suite)"; fail=$((fail + 1))
-  printf '%s\t0\t1\t0\n' "$name" >> "$summary"
+  printf '%s\t0\t1\t0\t0\n' "$name" >> "$summary"
 done
 if [ "$ran" -eq 0 ]; then echo "FAIL run: no test matches ONLY='${ONLY:-}'"; fail=$((fail + 1)); fi
 if [ "$BUILD" = build-san ]; then san_check; fail=$((fail + $?)); fi

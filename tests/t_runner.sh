@@ -57,6 +57,36 @@ runner crash.out "a_good 3" "b_printer 1" "c_skipper 0 may-skip" "t_suite.sh 2";
 grep -q 'FAIL python_exception_t_suite.sh_line_[0-9]*: KeyError' "$T/crash.out" && ok runner_python_exception_is_fail \
   || fail runner_python_exception_is_fail "$(grep -i python "$T/crash.out" | head -2)"
 
+# JOBS=2: the same counts as one at a time; two tests run side by side (each waits, at most 20 s, to see
+# the other's marker: one at a time, neither would); an "alone" test runs with nothing beside it and
+# nothing starts beside it; tests with the same "excl:" key never overlap
+mkdir -p "$T/p" "$T/pb/tests"
+par() { # NAME OTHER: marks itself running, waits to see OTHER running, then leaves
+  printf '#!/usr/bin/env bash\nsource %q/tests/lib.sh\nM=%q\n%s\n' "$ROOT" "$T/p" "$2" > "$T/p/$1"
+}
+par t_1lonely.sh 'touch "$M/run.lonely"; sleep 1; if ls "$M"/run.[ab]* >/dev/null 2>&1; then fail lonely_alone "another test ran beside it"; else ok lonely_alone; fi; rm "$M/run.lonely"'
+pair='touch "$M/run.$ME"; for i in $(seq 200); do [ -e "$M/run.$OTHER" ] && break; sleep 0.1; done
+[ -e "$M/run.lonely" ] && fail ${ME}_not_beside_alone "started beside the alone test"
+[ -e "$M/run.$OTHER" ] && ok ${ME}_saw_$OTHER || fail ${ME}_saw_$OTHER "never ran beside $OTHER"
+touch "$M/saw.$ME"; for i in $(seq 200); do [ -e "$M/saw.$OTHER" ] && break; sleep 0.1; done; rm -f "$M/run.$ME"'
+par t_2a.sh "ME=a OTHER=b; $pair"
+par t_2b.sh "ME=b OTHER=a; $pair"
+excl='[ -e "$M/excl.busy" ] && fail ${ME}_excl "overlapped the other excl test"; touch "$M/excl.busy"; sleep 0.5; rm "$M/excl.busy"; ok ${ME}_excl'
+par t_3x.sh "ME=x; $excl"
+par t_3y.sh "ME=y; $excl"
+( unset MESHSWEEP_TEST_RESULTS ONLY; printf '%s\n' "t_1lonely.sh 1 alone" "t_2a.sh 1" "t_2b.sh 1" "t_3x.sh 1 excl:k" "t_3y.sh 1 excl:k" > "$T/pm"
+  JOBS=2 BUILD="$T/pb" SUITE_DIR="$T/p" MANIFEST="$T/pm" bash tests/run.sh ) > "$T/par.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && [ "$(tail -1 "$T/par.out")" = "5 passed, 0 failed, 0 skipped" ]; then ok runner_jobs_side_by_side_alone_and_excl
+else fail runner_jobs_side_by_side_alone_and_excl "exit $rc: $(grep -E 'FAIL|passed' "$T/par.out" | tr '\n' ' ')"; fi
+
+# (the crashing set above: its failures counted as one at a time counted them)
+( unset MESHSWEEP_TEST_RESULTS ONLY; JOBS=2 BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/manifest" bash tests/run.sh ) > "$T/par2.out" 2>&1; rc=$?
+[ $rc -ne 0 ] && [ "$(tail -1 "$T/par2.out")" = "$(closing crash.out)" ] && grep -q 'FAIL a_good: exited 139 without a FAIL line' "$T/par2.out" \
+  && ok runner_jobs_same_counts || fail runner_jobs_same_counts "exit $rc: $(tail -1 "$T/par2.out") vs $(closing crash.out)"
+( unset MESHSWEEP_TEST_RESULTS ONLY; JOBS=x BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/manifest" bash tests/run.sh ) > "$T/parx.out" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "FAIL run: JOBS='x' is not a positive number" "$T/parx.out" && ok runner_jobs_bad_value \
+  || fail runner_jobs_bad_value "exit $rc: $(tail -1 "$T/parx.out")"
+
 # compare.py: NaN parameters or losses fail; a zero reference is no crash
 /usr/bin/python3 - "$T" <<'PY'
 import json, struct, sys
