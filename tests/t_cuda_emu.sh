@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/t_cuda_emu.sh — the CUDA kernels of kernels/cuda/ *executed* without a GPU: the .cu files are
-# compiled as C++20 against tests/emu/cuda_emu.cuh (one host thread per CUDA thread, real block
+# compiled as C++20 against tests/emu/cuda_emu.cuh (a fiber per CUDA thread in a seeded order, real block
 # barriers and warp shuffles, cuBLAS as checked column-major loops) and tests/test_cuda_kernels
 # (ops_cuda, fp32) and tests/test_cuda_bf16 (ops_cuda_bf16) compare every op with the CPU reference;
 # tests/test_cuda_attention checks the emulated mma layout and the tensor-core attention.
@@ -70,4 +70,31 @@ if [ "$r" -ge 0 ]; then
     fail cuda_emu_gpu_bench_small "exit $r, $rows table rows: $(tail -3 "$O/gpu_bench.txt" | tr '\n' ' ')"; rc=1
   fi
 fi
+# the block's threads run in a seeded order from barrier to barrier (tests/emu/cuda_emu_threads.cuh), so
+# a missing __syncthreads must give wrong results: attention_scalar.cu without the barrier that keeps
+# the next tile's loads off the tile still being read must fail some check of test_cuda_kernels
+M="$O/mut"; mkdir -p "$M"
+sed 's|__syncthreads(); /\* the previous tile is consumed (and qs is written) \*/|/* barrier removed */|' kernels/cuda/attention_scalar.cu > "$M/attention_scalar.cu"
+if cmp -s kernels/cuda/attention_scalar.cu "$M/attention_scalar.cu"; then fail cuda_emu_sees_missing_syncthreads "the planted bug no longer applies"; rc=1
+elif g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Ikernels/cuda -Itests/emu/include -Wno-unknown-pragmas \
+       -c "$M/attention_scalar.cu" -o "$M/cu_attention_scalar.o" 2>"$M/build.log" \
+     && gcc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA tests/test_cuda_kernels.c \
+       kernels/cpu/ops_cpu.c $(ls "$OBJ"/*.o | grep -v '/cu_attention_scalar.o$') "$M/cu_attention_scalar.o" -lopenblas -lm -lstdc++ -lpthread \
+       -o "$M/test_cuda_kernels_mut" 2>>"$M/build.log"; then
+  n=$(env -u MESHSWEEP_TEST_RESULTS timeout 900 "$M/test_cuda_kernels_mut" 2>/dev/null | grep -c '^FAIL ')
+  if [ "$n" -gt 0 ]; then ok "cuda_emu_sees_missing_syncthreads  ($n checks fail without the barrier)"
+  else fail cuda_emu_sees_missing_syncthreads "every check passed with a __syncthreads removed"; rc=1; fi
+else fail cuda_emu_sees_missing_syncthreads "build: $(head -3 "$M/build.log" | tr '\n' ' ')"; rc=1; fi
+# a __syncthreads that part of the block returned before is reported and aborts, not a hang
+cat > "$M/deadlock.cu" <<'CU'
+#include "kernels/cuda/cuda_common.cuh"
+__global__ void early_return(float *x) { if (threadIdx.x < 16) return; __syncthreads(); x[threadIdx.x] = 1; }
+int main() { float *d; cudaMalloc((void **)&d, 256); LAUNCH(early_return, dim3(1), dim3(64), 0, d); cudaDeviceSynchronize(); return 0; }
+CU
+if g++ -std=c++20 -O1 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wno-unknown-pragmas "$M/deadlock.cu" \
+     -lpthread -o "$M/deadlock" 2>"$M/build.log"; then
+  timeout 60 "$M/deadlock" 2>"$M/deadlock.err"; r=$?
+  if [ "$r" -ne 0 ] && [ "$r" -ne 124 ] && grep -q '^emu: deadlock in a block of early_return' "$M/deadlock.err"; then ok cuda_emu_partial_barrier_reported
+  else fail cuda_emu_partial_barrier_reported "exit $r (124: hung): $(head -2 "$M/deadlock.err" | tr '\n' ' ')"; rc=1; fi
+else fail cuda_emu_partial_barrier_reported "build: $(head -3 "$M/build.log" | tr '\n' ' ')"; rc=1; fi
 exit "$rc"

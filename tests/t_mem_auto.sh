@@ -41,20 +41,8 @@ expect_exit mem_auto_reserve_alone_refused 2 "mem-reserve applies only" -- "$BUI
 # ---- a CUDA run through the emulator
 case "$BUILD" in *san*) skip mem_auto_emu "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
 command -v g++ >/dev/null || { skip mem_auto_emu "no g++"; exit 0; }
-O="$BUILD/emu-auto"; mkdir -p "$O/obj"; rm -f "$O"/obj/*.o
-BLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread
-log="$O/build.log"; : > "$log"
-for f in kernels/cuda/[a-z]*.cu; do
-  g++ -std=c++20 -O2 -x c++ -DMESHSWEEP_CUDA -DMESHSWEEP_CUDA_EMU -I. -Itests/emu/include -Wno-unknown-pragmas \
-      -c "$f" -o "$O/obj/cu_$(basename "$f" .cu).o" 2>>"$log" || { fail mem_auto_emu_build "$f: $(head -5 "$log")"; exit 1; }
-done
-for f in core/*/*.c kernels/cpu/*.c; do
-  def=-DMESHSWEEP_CUDA; [ "$f" = core/engine/comm_nccl.c ] && def=
-  mpicc -std=c11 -D_GNU_SOURCE -O2 $def -I. -I$BLAS_INC -c "$f" -o "$O/obj/$(echo "$f" | tr / _).o" 2>>"$log" \
-    || { fail mem_auto_emu_build "$f: $(head -5 "$log")"; exit 1; }
-done
-mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I$BLAS_INC bench/train.c "$O"/obj/*.o \
-  -lopenblas -ljansson -lm -lstdc++ -lpthread -o "$O/train" 2>>"$log" || { fail mem_auto_emu_build "$(head -5 "$log")"; exit 1; }
+O="$BUILD/emu-engine"   # build/train for the emulator, shared with t_cuda_engine_emu.sh (tests/emu/build_train.sh)
+bash tests/emu/build_train.sh "$O" || { fail mem_auto_emu_build "$(head -5 "$O/build.log" | tr '\n' ' ')"; exit 1; }
 cat > "$T/m.json" <<'JSON'
 {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
  "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}

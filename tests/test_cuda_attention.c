@@ -254,7 +254,7 @@ int main(void) {
     printf("# device: %s\n", name);
     D = &ops_cuda_bf16;
     test_mma();
-    /* the emulator runs one host thread per CUDA thread: the long sequences only on a GPU */
+    /* the emulator runs every CUDA thread as a fiber on one core: the long sequences only on a GPU */
     test_attention(strcmp(name, "emulated device") == 0);
     return check_exit();
 #endif

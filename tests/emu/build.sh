@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/emu/build.sh OUT — the CUDA sources of kernels/cuda/ compiled for the host emulator, once for
 # both emulator suites (t_cuda_emu.sh, t_cuda_engine_emu.sh): OUT/cu_NAME.o for each kernels/cuda/NAME.cu,
-# as C++20 against tests/emu/ (one host thread per CUDA thread). The files compile in parallel, one per
+# as C++20 against tests/emu/ (a fiber per CUDA thread). The files compile in parallel, one per
 # core; OUT/stamp holds a hash of the flags and of every source and header they can include, and a
 # second call with the same hash reuses the objects. Exit 1 with the compiler's first lines on
 # OUT/build.log when a file does not compile.

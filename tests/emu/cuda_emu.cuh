@@ -2,10 +2,11 @@
  * the .cu files of kernels/cuda use, so the kernels can be *executed* on machines without a GPU.
  *
  * What it is: with MESHSWEEP_CUDA_EMU defined, cuda_common.cuh includes this instead of the CUDA
- * headers and the .cu files compile as ordinary C++20. Each block runs with one host thread per
- * CUDA thread (a pool reused from block to block: cuda_emu_threads.cuh); __syncthreads is a barrier over the block, shuffles exchange through a per-warp
+ * headers and the .cu files compile as ordinary C++20. Each block runs with one fiber per
+ * CUDA thread (a fiber of the host thread, taken in a seeded order from barrier to barrier:
+ * cuda_emu_threads.cuh); __syncthreads is a barrier over the block, shuffles exchange through a per-warp
  * slot array between two warp barriers, so a shuffle or __syncthreads reached by only part of a
- * warp/block deadlocks here (run it under `timeout`) instead of silently working. Blocks run one
+ * warp/block is reported as a deadlock (and aborts) instead of silently working. Blocks run one
  * after another, which is what lets `__shared__` be a function-static.
  * Work is asynchronous as on the device: kernel launches (arguments copied at the launch), cuBLAS
  * GEMMs, memsets, copies, event records and frees are queued on their stream and run lazily, at
@@ -70,10 +71,11 @@ struct dim3 {
 struct emu_uint3 { unsigned x, y, z; };
 inline thread_local emu_uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
+#include "tests/emu/cuda_emu_threads.cuh" /* the fibers a block's threads run on, and their barriers */
 
 struct emu_block {
-    std::barrier<> *block;
-    std::barrier<> *warp[32];
+    emu_barrier *block;
+    emu_barrier *warp[32];
     uint64_t slot[32][32];
 };
 inline emu_block *emu_cur;
@@ -739,8 +741,7 @@ inline cudaError_t cudaFreeAsync(void *ptr, cudaStream_t st) {
 template <typename T> inline void emu_ref_arg(std::vector<uint64_t> &refs, const T &v, const char *what) {
     if constexpr (std::is_pointer_v<T>) emu_ref(refs, (const void *)v, what);
 }
-#include "tests/emu/cuda_emu_threads.cuh" /* the pool of host threads a block runs on */
-inline void emu_run_grid(dim3 grid, dim3 block, const std::function<void()> &f) {
+inline void emu_run_grid(dim3 grid, dim3 block, const std::function<void()> &f, const char *name) {
     const unsigned nt = block.x * block.y * block.z;
     gridDim = grid;
     blockDim = block;
@@ -750,17 +751,12 @@ inline void emu_run_grid(dim3 grid, dim3 block, const std::function<void()> &f) 
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
-                std::barrier<> bb((std::ptrdiff_t)nt);
-                std::vector<std::barrier<> *> wb;
+                emu_barrier bb(nt), wb[32];
                 emu_block st;
                 st.block = &bb;
-                for (unsigned w = 0; w < nt / 32; w++) {
-                    wb.push_back(new std::barrier<>(32));
-                    st.warp[w] = wb.back();
-                }
+                for (unsigned w = 0; w < nt / 32; w++) { wb[w].n = 32; st.warp[w] = &wb[w]; }
                 emu_cur = &st;
-                emu_threads.run(f, block, bx, by, bz); /* one host thread per CUDA thread (cuda_emu_threads.cuh) */
-                for (auto *p : wb) delete p;
+                emu_threads.run(f, block, bx, by, bz, name); /* a fiber per CUDA thread (cuda_emu_threads.cuh) */
             }
 }
 template <typename K, typename... A>
@@ -777,8 +773,8 @@ inline void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t st, cons
     std::vector<uint64_t> refs;
     (emu_ref_arg(refs, args, name), ...);
     auto tup = std::make_tuple(args...);
-    emu_enqueue(st, name, [grid, block, kernel, tup] {
-        emu_run_grid(grid, block, [&] { std::apply(kernel, tup); });
+    emu_enqueue(st, name, [grid, block, kernel, tup, name] {
+        emu_run_grid(grid, block, [&] { std::apply(kernel, tup); }, name);
         return 1;
     }, std::move(refs));
 }

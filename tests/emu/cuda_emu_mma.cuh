@@ -14,7 +14,7 @@
  * four elements of D = A·B + C (fp32 sum of the exact bf16 products in increasing k), and a second
  * barrier keeps the array until all have read it. A kernel that fills its fragments with another
  * layout therefore computes another product here, as it would on the device; a warp in which not
- * all 32 lanes reach the mma deadlocks (run under `timeout`), as the instruction is undefined then.
+ * all 32 lanes reach the mma is reported as a deadlock, as the instruction is undefined then.
  * In the device build the same name is the inline PTX in kernels/cuda/cuda_ptx.cuh.
  * What it is not: a model of the hardware's accumulation order or timing, nor WMMA; ldmatrix and
  * cp.async, which fill the fragments' shared tiles, are in tests/emu/cuda_emu_ptx.cuh.

@@ -23,7 +23,7 @@
  *           ignored). Register i of lane L = 4·g + t receives, of matrix i, the two elements of row
  *           g at columns 2t, 2t+1 (low half first); with .trans those of column g at rows 2t, 2t+1.
  *           The lanes meet at a warp barrier as for a shuffle: a warp in which not all 32 lanes
- *           reach the instruction deadlocks (run under `timeout`).
+ *           reach the instruction is reported as a deadlock.
  * ex2       2^x with flush-to-zero of subnormal inputs and results, and an error of up to 2 units in
  *           the last place (the documented bound of exp2f / ex2.approx) drawn from the argument's
  *           bits (integer arguments give the exact power of two): a kernel whose result depends on
@@ -39,9 +39,12 @@ struct emu_cp {
     int bytes;
     unsigned char data[16];
 };
-inline thread_local std::vector<emu_cp> emu_cp_open;                 /* issued, not committed */
-inline thread_local std::deque<std::vector<emu_cp>> emu_cp_groups;   /* committed, not retired */
-/* a thread of the emulator's pool starts each block as a new thread would: no copies in flight */
+/* per CUDA thread of the block (the fibers share one host thread: cuda_emu_threads.cuh) */
+inline std::vector<emu_cp> emu_cp_open_of[1024];                 /* issued, not committed */
+inline std::deque<std::vector<emu_cp>> emu_cp_groups_of[1024];   /* committed, not retired */
+#define emu_cp_open (emu_cp_open_of[emu_tid()])
+#define emu_cp_groups (emu_cp_groups_of[emu_tid()])
+/* a thread starts each block as a new thread would: no copies in flight */
 inline void emu_thread_reset() {
     emu_cp_open.clear();
     emu_cp_groups.clear();
