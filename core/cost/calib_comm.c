@@ -161,7 +161,7 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
      * (on NCCL its stream is the critical one) */
     enum { MAXG = 16 };
     comm_group g[MAXG], other[MAXG];
-    int gn[MAXG], ng = 0, rc = 0;
+    int gn[MAXG] = {0}, ng = 0, rc = 0;
     for (int n = 2; n <= world && ng < MAXG && !rc; n++) {
         if (world % n) continue;
         comm_mpi_groups(&cc, &g[ng], &other[ng], n);

@@ -137,7 +137,7 @@ static void run(const ops_t *o, const cost_event *e, bufs *b) {
 static double cold_bytes(const ops_t *o) {
     if (o != &ops_cpu) return 256.0 * 1024 * 1024;
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return 4.0 * (double)(l2 > 0 ? l2 : 1024 * 1024);
+    return 4.0 * (double)(l2 > 0 ? l2 : 1024L * 1024);
 }
 enum { NSETS = 64 };
 typedef struct sets { bufs s[NSETS]; int n; } sets;
