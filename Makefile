@@ -56,7 +56,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan calibrate clean fuzz lint gpu-kit cuda-tools
+.PHONY: all deps data test test-gpu sweep plan calibrate clean fuzz lint lint-tools gpu-kit cuda-tools
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -166,9 +166,12 @@ fuzz:
 # tests/lint/names.py: no name both static and public, and the function and file sizes.
 LINT_SRCS := $(wildcard core/*/*.c) $(wildcard kernels/cpu/*.c) $(wildcard bench/*.c)
 LINT_INC := -I. -I$(BLAS_INC) $(shell mpicc --showme:incdirs 2>/dev/null | tr ' ' '\n' | sed '/^$$/d; s/^/-I/')
-lint:
+# the analysers, installed when missing (.ci/run installs them first, then runs lint beside the sanitizer pass)
+lint-tools:
 	@$(call need_pkg,cppcheck,cppcheck)
 	@$(call need_pkg,clang-tidy,clang-tidy)
+
+lint: lint-tools
 	cppcheck -j $(NPROC) --quiet --error-exitcode=1 --std=c11 --enable=warning,portability,performance --inline-suppr \
 	  --suppressions-list=tests/lint/cppcheck.supp -D_GNU_SOURCE -D__x86_64__ -D__GNUC__ -D__linux__ \
 	  -I. $(LINT_SRCS)
