@@ -13,7 +13,8 @@
 # fails); JOBS=N tests at a time (default 1; `make test` passes TEST_JOBS, 2): the suites spend much of
 # their time waiting (ranks sleep-polling in collectives, timeouts, launches), so a second one fills
 # the cores; a test marked "alone" in the manifest runs with nothing beside it (timing or whole-host
-# checks) and tests marked "excl:KEY" never run beside one with the same KEY (shared build outputs);
+# checks), tests marked "excl:KEY" never run beside one with the same KEY (shared build outputs) and
+# tests marked "long" start first;
 # MANIFEST and SUITE_DIR (default tests/expected.txt, tests) for the runner's own test.
 # Writes $BUILD/test-logs/NAME.log, NAME.results and summary.tsv (name ok failed skipped seconds), in
 # the order the tests finished.
@@ -43,7 +44,7 @@ if [ "$BUILD" != build ] && [ ! -s build/data/kjv/train.bin ] && [ -s "$BUILD/da
 fi
 summary=$logdir/summary.tsv; : > "$summary"
 
-declare -A want_min=() may_skip=() seen=() alone=() excl=()
+declare -A want_min=() may_skip=() seen=() alone=() excl=() long=()
 if [ ! -f "$MANIFEST" ]; then echo "FAIL run: manifest $MANIFEST missing"; exit 1; fi
 while read -r name min flags; do
   case "$name" in ''|'#'*) continue;; esac
@@ -52,15 +53,19 @@ while read -r name min flags; do
     case "$fl" in
       may-skip) may_skip[$name]=1;;
       alone) alone[$name]=1;;
+      long) long[$name]=1;;
       excl:*) excl[$name]=${fl#excl:};;
       san:*) [ "$BUILD" = build-san ] && want_min[$name]=${fl#san:};;   # fewer checks in the sanitizer build
     esac
   done
 done < "$MANIFEST"
 
-tests=()
-for t in "$BUILD"/tests/*; do [ -x "$t" ] && [ -f "$t" ] && tests+=("$t"); done
-for t in "${SUITE_DIR:-tests}"/t_*.sh; do [ -f "$t" ] && tests+=("$t"); done
+tests=() rest=()
+for t in "$BUILD"/tests/*; do [ -x "$t" ] && [ -f "$t" ] && rest+=("$t"); done
+for t in "${SUITE_DIR:-tests}"/t_*.sh; do [ -f "$t" ] && rest+=("$t"); done
+# the suites marked "long" first, so that with JOBS > 1 the run does not end on one of them alone
+for t in "${rest[@]}"; do [ -n "${long[$(basename "$t")]:-}" ] && tests+=("$t"); done
+for t in "${rest[@]}"; do [ -z "${long[$(basename "$t")]:-}" ] && tests+=("$t"); done
 allskip=()
 ran=0
 JOBS=${JOBS:-1}

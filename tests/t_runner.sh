@@ -59,7 +59,7 @@ grep -q 'FAIL python_exception_t_suite.sh_line_[0-9]*: KeyError' "$T/crash.out" 
 
 # JOBS=2: the same counts as one at a time; two tests run side by side (each waits, at most 20 s, to see
 # the other's marker: one at a time, neither would); an "alone" test runs with nothing beside it and
-# nothing starts beside it; tests with the same "excl:" key never overlap
+# nothing starts beside it; tests with the same "excl:" key never overlap; a "long" one starts first
 mkdir -p "$T/p" "$T/pb/tests"
 par() { # NAME OTHER: marks itself running, waits to see OTHER running, then leaves
   printf '#!/usr/bin/env bash\nsource %q/tests/lib.sh\nM=%q\n%s\n' "$ROOT" "$T/p" "$2" > "$T/p/$1"
@@ -74,10 +74,12 @@ par t_2b.sh "ME=b OTHER=a; $pair"
 excl='[ -e "$M/excl.busy" ] && fail ${ME}_excl "overlapped the other excl test"; touch "$M/excl.busy"; sleep 0.5; rm "$M/excl.busy"; ok ${ME}_excl'
 par t_3x.sh "ME=x; $excl"
 par t_3y.sh "ME=y; $excl"
-( unset MESHSWEEP_TEST_RESULTS ONLY; printf '%s\n' "t_1lonely.sh 1 alone" "t_2a.sh 1" "t_2b.sh 1" "t_3x.sh 1 excl:k" "t_3y.sh 1 excl:k" > "$T/pm"
+( unset MESHSWEEP_TEST_RESULTS ONLY; printf '%s\n' "t_1lonely.sh 1 alone" "t_2a.sh 1" "t_2b.sh 1" "t_3x.sh 1 excl:k" "t_3y.sh 1 excl:k long" > "$T/pm"
   JOBS=2 BUILD="$T/pb" SUITE_DIR="$T/p" MANIFEST="$T/pm" bash tests/run.sh ) > "$T/par.out" 2>&1; rc=$?
-if [ $rc -eq 0 ] && [ "$(tail -1 "$T/par.out")" = "5 passed, 0 failed, 0 skipped" ]; then ok runner_jobs_side_by_side_alone_and_excl
-else fail runner_jobs_side_by_side_alone_and_excl "exit $rc: $(grep -E 'FAIL|passed' "$T/par.out" | tr '\n' ' ')"; fi
+# (t_3y.sh is marked long: it starts first, so it is the first to finish)
+if [ $rc -eq 0 ] && [ "$(tail -1 "$T/par.out")" = "5 passed, 0 failed, 0 skipped" ] && head -1 "$T/par.out" | grep -q '^t_3y.sh '; then
+  ok runner_jobs_side_by_side_alone_excl_and_long_first
+else fail runner_jobs_side_by_side_alone_excl_and_long_first "exit $rc: $(grep -E 'FAIL|passed|^t_' "$T/par.out" | tr '\n' ' ')"; fi
 
 # (the crashing set above: its failures counted as one at a time counted them)
 ( unset MESHSWEEP_TEST_RESULTS ONLY; JOBS=2 BUILD="$T/b" SUITE_DIR="$T/s" MANIFEST="$T/manifest" bash tests/run.sh ) > "$T/par2.out" 2>&1; rc=$?
