@@ -152,7 +152,7 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi) {
         }
         int quick = mode && !strcmp(mode, "quick");
         fprintf(stderr, "sweep: no machine model for this host yet: calibrating it once (%s) into %s\n",
-                quick ? "quick" : "about a minute", mi->path);
+                quick ? "quick" : "a minute or two", mi->path);
         sweep_argv a = {0};
         int rc = calib_argv(R, calib, &a) | sweep_argv_push(&a, "--spec") | sweep_argv_push(&a, R->spec_path) |
                  sweep_argv_push(&a, "--out") | sweep_argv_push(&a, mi->path);
