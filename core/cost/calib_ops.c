@@ -185,16 +185,19 @@ static long reps_for(const ops_t *o, const cost_event *e, sets *b, double target
     }
 }
 
-/* the median of `samples` timings of loops of reps calls, per call (us) */
-static double timed(const ops_t *o, const cost_event *e, sets *b, long reps, int samples) {
+/* the median of `samples` timings of loops of reps calls, per call (us); together: every sample starts
+ * on every rank at once and is the slowest rank's (collective over MPI_COMM_WORLD) */
+static double timed(const ops_t *o, const cost_event *e, sets *b, long reps, int samples, int together) {
     double t[16] = {0};
     if (samples > 16) samples = 16;
     if (samples < 1) samples = 1;
     for (int s = 0; s < samples; s++) {
+        if (together) cost_calib_idle_barrier();
         double t0 = comm_now_ms();
         for (long r = 0; r < reps; r++) run_rep(o, e, b, r);
         o->synchronize();
         t[s] = (comm_now_ms() - t0) * 1e3 / (double)reps;
+        if (together) MPI_Allreduce(MPI_IN_PLACE, &t[s], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
     qsort(t, (size_t)samples, sizeof *t, cmp_dbl);
     double us = t[samples / 2];
@@ -206,7 +209,7 @@ double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, i
     if (alloc_sets(o, e, &b)) return -1;
     for (int i = 0; i < b.n; i++) run_rep(o, e, &b, i);
     o->synchronize();
-    double us = timed(o, e, &b, reps_for(o, e, &b, target_ms), samples);
+    double us = timed(o, e, &b, reps_for(o, e, &b, target_ms), samples, 0);
     free_sets(o, &b);
     return us;
 }
@@ -228,21 +231,9 @@ double cost_calib_together_us(const ops_t *o, const cost_event *e, double target
     long reps = 1;
     if (rank == 0) reps = reps_for(o, e, &b, target_ms);
     MPI_Bcast(&reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    double t[16] = {0};
-    if (samples > 16) samples = 16;
-    if (samples < 1) samples = 1;
-    for (int s = 0; s < samples; s++) {
-        cost_calib_idle_barrier();
-        double t0 = comm_now_ms();
-        for (long r = 0; r < reps; r++) run_rep(o, e, &b, r);
-        o->synchronize();
-        t[s] = (comm_now_ms() - t0) * 1e3 / (double)reps;
-        MPI_Allreduce(MPI_IN_PLACE, &t[s], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
+    double us = timed(o, e, &b, reps, samples, 1);
     free_sets(o, &b);
-    qsort(t, (size_t)samples, sizeof *t, cmp_dbl);
-    double us = t[samples / 2];
-    return us > 1e-3 ? us : 1e-3;
+    return us;
 }
 
 double cost_calib_launch_us(const ops_t *o) {
