@@ -168,6 +168,10 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
         gn[ng++] = n;
         if (nccl && comm_nccl_attach(&g[ng - 1], 1, err, errlen)) rc = -1;
     }
+    /* every rank stops when one could not attach (the others would wait in the timed loops) */
+    int mine = rc;
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rc && !mine) snprintf(err, errlen, "another rank could not set up NCCL for the collectives");
     /* every (group size, kind, size) point, warmed up once; then the rounds, one after another over all
      * the points, so that a slow spell of a shared machine spoils one round of many points rather than
      * every round of a few (the median over the rounds drops it) */
