@@ -113,19 +113,18 @@ void comm_reset_stats(comm_ctx *c) { memset(&c->stats, 0, sizeof c->stats); }
 void comm_set_rs_algo(comm_ctx *c, comm_rs_algo a) { c->rs = a; }
 comm_rs_algo comm_get_rs_algo(const comm_ctx *c) { return c->rs; }
 
-/* Waiting for a collective. With more ranks than cores on a node (the CPU default: 8 ranks on a
- * laptop), a rank spinning in MPI_Wait takes a core from a rank that still computes; polling with
- * MPI_Test and a short sleep gives it back. Decided once per context, when its first MPI group is
- * made (collective, like the group): oversubscribed nodes sleep-poll, others wait normally.
- * MESHSWEEP_COMM_POLL=0|1 overrides (build/commbench and the benchmarks). */
+/* Waiting for a collective: MPI_Wait by default. Open MPI yields the core while it waits when the
+ * node is oversubscribed (--oversubscribe, or OMPI_MCA_mpi_yield_when_idle=1, which the sweep sets),
+ * so a waiting rank gives the core back to a rank that still computes. Polling with MPI_Test and a
+ * 20 us sleep was the default on oversubscribed nodes until it was measured side by side: 8 ranks
+ * on 2 cores, tiny model, the 1x8 step took 370 ms sleep-polling against 160 ms in MPI_Wait (2x4
+ * 200 / 90 ms, 8x1 123 / 70 ms; two runs at once 10.5 / 7.9 s wall): each sleep's wake-up preempts
+ * a computing rank. MESHSWEEP_COMM_POLL=1 still sleep-polls (build/commbench, comparisons);
+ * decided once per context, when its first MPI group is made. */
 static void decide_poll(comm_ctx *c) {
     if (c->poll >= 0) return;
     const char *e = getenv("MESHSWEEP_COMM_POLL");
-    if (e && (*e == '0' || *e == '1')) { c->poll = *e == '1'; return; }
-    int lr = 0, ls = 1;
-    comm_local_rank(&lr, &ls);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    c->poll = cores > 0 && ls > cores;
+    c->poll = e && *e == '1';
 }
 static void wait_req(const comm_group *g, MPI_Request *q) {
     if (!g->ctx->poll) { MPI_CHECK(MPI_Wait(q, MPI_STATUS_IGNORE)); return; }
