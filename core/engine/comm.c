@@ -116,8 +116,8 @@ comm_rs_algo comm_get_rs_algo(const comm_ctx *c) { return c->rs; }
  * node is oversubscribed (--oversubscribe, or OMPI_MCA_mpi_yield_when_idle=1, which the sweep sets),
  * so a waiting rank gives the core back to a rank that still computes. Polling with MPI_Test and a
  * 20 us sleep was the default on oversubscribed nodes until it was measured side by side: 8 ranks
- * on 2 cores, tiny model, the 1x8 step took 370 ms sleep-polling against 160 ms in MPI_Wait (2x4
- * 200 / 90 ms, 8x1 123 / 70 ms; two runs at once 10.5 / 7.9 s wall): each sleep's wake-up preempts
+ * on 2 cores, tiny model, the 1x8 step took 370 ms sleep-polling against 160 ms in MPI_Wait (TP 8
+ * at B 18 200 / 90 ms, 8x1 123 / 70 ms; two runs at once 10.5 / 7.9 s wall): each wake-up preempts
  * a computing rank. MESHSWEEP_COMM_POLL=1 still sleep-polls (build/commbench, comparisons);
  * decided once per context, when its first MPI group is made. */
 static void decide_poll(comm_ctx *c) {
