@@ -61,9 +61,16 @@ if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --m
 fi
 
 # ---- calibration on a tiny grid, and its drift check ----------------------------------------------
-if must cost_calibrate_quick "${MPIRUN[@]}" -np 2 "$CAL" --quick --out "$T/m.json" > "$T/c.log" 2>&1; then
+if must cost_calibrate_quick "${MPIRUN[@]}" -np 2 "$CAL" --quick --model tiny --tp 2 --seq-len 16 --verbose 1 \
+     --out "$T/m.json" > "$T/c.log" 2>&1; then
   jt "$T/m.json" 'd["schema"] == "meshsweep.machine/1" and d["calibrated"] and d["cores"] >= 1 and len(d["compute"]["gemm"]) > 0 and any(c.get("ranks") == 2 and c["kind"] == "reduce_scatter" and len(c["table"]) >= 3 for c in d["comm"]["collectives"])' \
     && ok cost_calibrate_file || fail cost_calibrate_file "$(head -c 300 "$T/m.json")"
+  # the one step of --model (rank 0's) replayed in order: the file's factor is the ratio its line gives
+  sf=$(sed -n 's/^calibrate: step 0 ([0-9]* ops): table [0-9.]* ms, in order on every rank [0-9.]* ms (x\([0-9.]*\)).*/\1/p' "$T/c.log")
+  [ -n "$sf" ] && ! grep -q '^calibrate: step 1 ' "$T/c.log" \
+    && jt "$T/m.json" "abs(d['compute']['sequence_factor'] - $sf) < 6e-4 and 'compute.sequence_factor' in d['sources']" \
+    && ok cost_calibrate_sequence_factor \
+    || fail cost_calibrate_sequence_factor "factor '$sf' from the log ($(grep '^calibrate: step' "$T/c.log" | head -2)); file: $(j "$T/m.json" 'd["compute"].get("sequence_factor")')"
   must cost_calibrated_plan "$TRAIN" "${PT[@]}" --machine "$T/m.json" --out "$T/mp.json" > /dev/null \
     && jt "$T/mp.json" 'd["time"]["machine_from"] == "calibrated" and d["time"]["step_ms"] > 0' \
     && ok cost_calibrated_machine_predicts || fail cost_calibrated_machine_predicts "$(head -c 300 "$T/mp.json")"

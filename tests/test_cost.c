@@ -79,6 +79,18 @@ static void test_arithmetic(void) {
           near(cost_machine_op_scale(&m, 2), 0.125), "cost_op_scale_calibrated_ranks", "scale(8) %g scale(4) %g scale(2) %g",
           cost_machine_op_scale(&m, 8), cost_machine_op_scale(&m, 4), cost_machine_op_scale(&m, 2));
     cost_machine_free(&m);
+    /* a sequence factor of 1.5 (whole steps' ops 1.5x the table's sum): every op 1.5x, collectives as they
+     * are: 59 · 1.5 + 12 = 100.5 us; absent (0) counts as 1 */
+    toy_machine(&m, 0, 0);
+    m.sequence_factor = 1.5;
+    rc = cost_timeline(&t, &m, &p, &r, err, sizeof err);
+    CHECK(rc == 0 && near(r.step_ms, 0.1005) && near(r.compute_ms, 0.0885) && near(r.comm_ms, 0.012),
+          "cost_sequence_factor_scales_ops", "rc %d step %.6f compute %.6f comm %.6f ms, want 0.1005 0.0885 0.012", rc,
+          r.step_ms, r.compute_ms, r.comm_ms);
+    m.sequence_factor = 0;
+    rc = cost_timeline(&t, &m, &p, &r, err, sizeof err);
+    CHECK(rc == 0 && near(r.step_ms, 0.071), "cost_sequence_factor_absent_is_one", "step %.6f ms, want 0.071", r.step_ms);
+    cost_machine_free(&m);
 }
 
 /* compute of 50 us (one GEMM) behind a started gather of `bytes` */
@@ -300,6 +312,29 @@ static void test_files(void) {
     bad("cost_machine_unknown_field", t2, "hosts.cores");
     free(t2);
     json_object_del(json_object_get(c, "hosts"), "cores");
+    json_object_set_new(json_object_get(c, "compute"), "sequence_factor", json_real(0));
+    t2 = json_dumps(c, 0);
+    bad("cost_machine_zero_sequence_factor", t2, "compute.sequence_factor");
+    free(t2);
+    /* absent (a file calibrated before it was measured): 1 */
+    json_object_del(json_object_get(c, "compute"), "sequence_factor");
+    t2 = json_dumps(c, 0);
+    cost_machine o;
+    rc = cost_machine_parse(t2, "old.json", &o, err, sizeof err);
+    CHECK(rc == 0 && o.sequence_factor == 1, "cost_machine_sequence_factor_optional", "rc %d (%s) factor %g", rc,
+          rc ? err : "", rc ? 0 : o.sequence_factor);
+    if (rc == 0) cost_machine_free(&o);
+    free(t2);
+    json_object_set_new(json_object_get(c, "compute"), "sequence_factor", json_real(1.25));
+    t2 = json_dumps(c, 0);
+    rc = cost_machine_parse(t2, "f.json", &o, err, sizeof err);
+    json_t *back = rc ? NULL : cost_machine_to_json(&o);
+    double f = back ? json_number_value(json_object_get(json_object_get(back, "compute"), "sequence_factor")) : 0;
+    CHECK(rc == 0 && o.sequence_factor == 1.25 && f == 1.25, "cost_machine_sequence_factor_round_trip",
+          "rc %d (%s) parsed %g written %g", rc, rc ? err : "", rc ? 0 : o.sequence_factor, f);
+    json_decref(back);
+    if (rc == 0) cost_machine_free(&o);
+    free(t2);
     json_object_set_new(json_object_get(c, "compute"), "ops", json_pack("{s:[[i,i],[i,i]]}", "add", 100, 2, 50, 3));
     t2 = json_dumps(c, 0);
     bad("cost_machine_curve_order", t2, "compute.ops.add[1]");

@@ -236,6 +236,56 @@ double cost_calib_together_us(const ops_t *o, const cost_event *e, double target
     return us;
 }
 
+/* One pass of a step's ops in their order (ev: COST_EV_OP events; others are skipped), each distinct op
+ * (kind and dimensions) on one set of buffers of its own, whichever call of the step it is. Not the table's
+ * rounds of cold sets: in a step an op reads what the op before it wrote, from the cache. (Measured on the
+ * 2-core machine of results/bench/prediction.md, rank 0's step of 8x1 at B 3 of sweeps/default.json: one set
+ * per op, alone, 12.3 ms where build/train's 1-rank step of the same shapes took 12.5 ms; cold rounds as the
+ * table's, 16.7 ms; on 8 ranks at once 55.5 ms where 8 independent 1-rank runs took 50-58 ms a step.)
+ * together: every rank runs the pass at once and a sample is the slowest rank's (collective); else this
+ * rank alone. The median over samples after one warm-up pass (us); -1 when buffers cannot be had (on
+ * any rank, when together). */
+double cost_calib_sequence_us(const ops_t *o, const cost_event *ev, size_t n, int samples, int together) {
+    size_t nd = 0;
+    cost_event *d = malloc((n ? n : 1) * sizeof *d);
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    int ok = d && idx;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (ev[i].type != COST_EV_OP) { idx[i] = (size_t)-1; continue; }
+        size_t k = 0;
+        while (k < nd && !(d[k].kind == ev[i].kind && !memcmp(d[k].dim, ev[i].dim, sizeof d[k].dim))) k++;
+        if (k == nd) d[nd++] = ev[i];
+        idx[i] = k;
+    }
+    bufs *v = ok ? calloc(nd ? nd : 1, sizeof *v) : NULL;
+    size_t got = 0;
+    ok = v != NULL;
+    while (ok && got < nd && (ok = alloc_bufs(o, &d[got], &v[got]) == 0)) got++;
+    int all_ok = ok;
+    if (together) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    double us = -1;
+    if (all_ok) {
+        double t[16];
+        if (samples > 16) samples = 16;
+        if (samples < 1) samples = 1;
+        for (int s = -1; s < samples; s++) {   /* s = -1: the pass that warms the code, the caches, the allocator */
+            if (together) cost_calib_idle_barrier();
+            double t0 = comm_now_ms();
+            for (size_t i = 0; i < n; i++)
+                if (idx[i] != (size_t)-1) run(o, &d[idx[i]], &v[idx[i]]);
+            o->synchronize();
+            double dt = (comm_now_ms() - t0) * 1e3;
+            if (together) MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (s >= 0) t[s] = dt;
+        }
+        qsort(t, (size_t)samples, sizeof *t, cmp_dbl);
+        us = t[samples / 2];
+    }
+    for (size_t k = 0; k < got; k++) free_bufs(o, &v[k]);
+    free(v); free(d); free(idx);
+    return us;
+}
+
 double cost_calib_launch_us(const ops_t *o) {
     cost_event e = {.type = COST_EV_OP, .kind = COST_ADD, .dim = {1, 0, 0, 0, 0}};
     bufs b;

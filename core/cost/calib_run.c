@@ -45,6 +45,20 @@ static int bcast_events(cost_event **v, size_t *n, size_t *cap) {
     return 0;
 }
 
+/* the step ends of the workload's sequences to every rank */
+static int bcast_ends(cost_workload *w) {
+    int k = w->nsteps;
+    MPI_Bcast(&k, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (k > w->capsteps) {
+        size_t *q = realloc(w->ends, (size_t)k * sizeof *q);
+        if (!q) return -1;
+        w->ends = q; w->capsteps = k;
+    }
+    w->nsteps = k;
+    if (k) MPI_Bcast(w->ends, (int)(k * sizeof *w->ends), MPI_BYTE, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
 /* Ranks beyond the cores: one GEMM on every rank at once against rank 0 alone. */
 static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     if (ls <= cores) return 1.0;
@@ -63,6 +77,49 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     return eff > most ? most : eff < 0.05 ? 0.05 : eff;
 }
 
+/* The sequence factor: whole steps' ops in their order on every rank at once (rank 0's step of every mesh
+ * of the workload) against the sum of the table's figures for the same ops, i.e. what a step adds to ops
+ * timed one by one: other ops between an op's calls and, with more ranks than cores, other ranks' steps
+ * between them (every rank's working set cycled through the caches that time slices share). One ratio of
+ * sums over all the steps, so it is the machine's, not a mesh's. With more ranks than cores, the same
+ * passes on rank 0 alone give how the ranks share the cores (replacing the one GEMM of sharing(): a
+ * step's mix of ops shares them as a step does). Every rank calls it; rank 0's m has the table. */
+static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m, int samples, int ls, int verbose) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    double tog = 0, alone = 0, table = 0;
+    int shared = ls > m->cores;
+    for (int s = 0; s < w->nsteps; s++) {
+        size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
+        if (!n) continue;
+        double t = cost_calib_sequence_us(ops, w->seq + a, n, samples, 1);
+        double al = 0;
+        if (shared) {
+            al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, samples, 0) : 0;
+            cost_calib_idle_barrier();
+            MPI_Bcast(&al, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        }
+        if (t <= 0 || (shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
+        double sum = 0;
+        for (size_t i = 0; rank == 0 && i < n; i++) sum += cost_machine_op_us(m, &w->seq[a + i]);
+        if (verbose && rank == 0)
+            fprintf(stderr, "calibrate: step %d (%zu ops): table %.2f ms, in order on every rank %.2f ms (x%.3f)%s%.2f%s\n", s, n,
+                    sum / 1e3, t / 1e3, sum > 0 ? t / sum : 0, shared ? ", rank 0 alone " : "", shared ? al / 1e3 : 0,
+                    shared ? " ms" : "");
+        tog += t; alone += al; table += sum;
+    }
+    if (rank == 0) {
+        double f = table > 0 && tog > 0 ? tog / table : 1;
+        m->sequence_factor = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
+        if (shared && alone > 0 && tog > 0) {   /* as sharing() computes it, from the passes */
+            double eff = alone * ((double)ls / m->cores) / tog, most = (double)ls / m->cores;
+            m->oversubscribed_efficiency = eff > most ? most : eff < 0.05 ? 0.05 : eff;
+        }
+    }
+    MPI_Bcast(&m->sequence_factor, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&m->oversubscribed_efficiency, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
 static void set_sources(cost_machine *m, const char *date, int device) {
     json_t *s = m->sources = json_object();
     char t[256];
@@ -70,6 +127,9 @@ static void set_sources(cost_machine *m, const char *date, int device) {
     const char *measured[] = {"compute.gemm", "compute.ops", "compute.peak_tflops", "compute.gemm_efficiency",
                               "compute.attention_efficiency", "compute.memory_gbs", "compute.host_link_gbs",
                               "hosts.oversubscribed_efficiency", "comm.collectives"};
+    if (!device) json_object_set_new(s, "compute.sequence_factor", json_string(t));
+    else json_object_set_new(s, "compute.sequence_factor", json_string("1: not measured on an asynchronous device (its "
+                                                                       "launches are in compute.launch_us)"));
     for (size_t i = 0; i < sizeof measured / sizeof *measured; i++) json_object_set_new(s, measured[i], json_string(t));
     json_object_set_new(s, "hosts.cores_per_host", json_string(device ? "the CUDA devices of the host at calibration"
                                                                       : "sysconf(_SC_NPROCESSORS_ONLN) at calibration"));
@@ -103,7 +163,8 @@ int cost_calibrate(const cost_calib_opts *o) {
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (bad) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); cost_workload_free(&w); return 2; }
-    if (bcast_events(&w.ops, &w.nops, &w.capops) || bcast_events(&w.colls, &w.ncolls, &w.capcolls)) {
+    if (bcast_events(&w.ops, &w.nops, &w.capops) || bcast_events(&w.colls, &w.ncolls, &w.capcolls) ||
+        bcast_events(&w.seq, &w.nseq, &w.capseq) || bcast_ends(&w)) {
         fprintf(stderr, "calibrate: out of host memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -139,6 +200,8 @@ int cost_calibrate(const cost_calib_opts *o) {
     bad = cost_calib_ops(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0) != 0;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (bad) { cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    m.sequence_factor = 1;
+    if (!device) sequences(o->ops, &w, &m, samples, ls, o->verbose);
     static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
     static const double qgrid[] = {64, 4096, 262144};
     int rc = world > 1 ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,

@@ -10,7 +10,7 @@
 #include <string.h>
 
 void cost_workload_free(cost_workload *w) {
-    free(w->ops); free(w->colls);
+    free(w->ops); free(w->colls); free(w->seq); free(w->ends);
     memset(w, 0, sizeof *w);
 }
 
@@ -32,7 +32,28 @@ static int add(cost_event **v, size_t *n, size_t *cap, const cost_event *e, int 
     return 0;
 }
 
-int cost_workload_add(cost_workload *w, const cost_trace *t) {
+static int grow(void **v, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *q = realloc(*v, c * size);
+    if (!q) return -1;
+    *v = q; *cap = c;
+    return 0;
+}
+
+int cost_workload_add(cost_workload *w, const cost_trace *t, int whole) {
+    if (whole) {
+        size_t cs = (size_t)w->capsteps;
+        if (grow((void **)&w->ends, &cs, (size_t)w->nsteps + 1, sizeof *w->ends)) return -1;
+        w->capsteps = (int)cs;
+        for (size_t i = 0; i < t->n; i++) {
+            if (t->ev[i].type != COST_EV_OP) continue;
+            if (grow((void **)&w->seq, &w->capseq, w->nseq + 1, sizeof *w->seq)) return -1;
+            w->seq[w->nseq++] = t->ev[i];
+        }
+        w->ends[w->nsteps++] = w->nseq;
+    }
     for (size_t i = 0; i < t->n; i++) {
         const cost_event *e = &t->ev[i];
         if (e->type == COST_EV_WAIT) continue;
@@ -90,7 +111,7 @@ int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp
     int ranks[2] = {0, world - 1}, rc = 0;
     for (int k = 0; k < 2 && !rc; k++) {
         if (cost_record_step(&cfg, world, tp, ranks[k], dtype, &o, &t, e2, sizeof e2)) { snprintf(err, errlen, "%s", e2); rc = -1; }
-        else if (cost_workload_add(w, &t)) { snprintf(err, errlen, "out of host memory"); rc = -1; }
+        else if (cost_workload_add(w, &t, k == 0)) { snprintf(err, errlen, "out of host memory"); rc = -1; }
     }
     cost_trace_free(&t);
     return rc;
@@ -124,7 +145,7 @@ int cost_workload_add_spec(cost_workload *w, const char *path, char *err, size_t
             if (cost_record_step(&cfg, s.world, mm->tp, ranks[k], DTYPE_F32, &o, &t, e2, sizeof e2)) {
                 snprintf(err, errlen, "%s: mesh %s: %s", path, mm->name, e2);
                 rc = -1;
-            } else if (cost_workload_add(w, &t)) {
+            } else if (cost_workload_add(w, &t, k == 0)) {
                 snprintf(err, errlen, "out of host memory");
                 rc = -1;
             }

@@ -17,10 +17,15 @@
 typedef struct cost_workload {
     cost_event *ops;   size_t nops, capops;
     cost_event *colls; size_t ncolls, capcolls;
+    /* the ops of whole steps in their order (rank 0's step of every mesh), for the sequence factor:
+     * step s is seq[s ? ends[s-1] : 0 .. ends[s]) */
+    cost_event *seq;   size_t nseq, capseq;
+    size_t *ends;      int nsteps, capsteps;
 } cost_workload;
 void cost_workload_free(cost_workload *w);
-/* add the distinct events of trace t; -1 out of memory */
-int cost_workload_add(cost_workload *w, const cost_trace *t);
+/* add the distinct events of trace t (and, when whole, its ops in order as one more step of seq); -1 out
+ * of memory */
+int cost_workload_add(cost_workload *w, const cost_trace *t, int whole);
 /* the steps of every mesh of a sweep spec (its batch: the plan's max under its budget, or as given)
  * for rank 0 and the last rank; -1 with a message */
 int cost_workload_add_spec(cost_workload *w, const char *spec_path, char *err, size_t errlen);
@@ -54,6 +59,11 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
  * build/train. -1 with a message. */
 int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *sizes, int nsizes, int iters_scale, cost_machine *m,
                            int verbose, char *err, size_t errlen);
+/* One pass of a step's ops in order (ev[0..n), COST_EV_OP events; others skipped), each distinct op on its
+ * own one set of buffers, in microseconds: the median of `samples` passes after a warm-up pass. together:
+ * on every rank at once, each sample the slowest rank's (collective over MPI_COMM_WORLD); else this rank
+ * alone. -1 when buffers cannot be had (on any rank, when together). */
+double cost_calib_sequence_us(const ops_t *ops, const cost_event *ev, size_t n, int samples, int together);
 /* Host time to issue one small op on an asynchronous device (the mean over many, without waiting) */
 double cost_calib_launch_us(const ops_t *ops);
 /* 1 when cost_calib_collectives runs device collectives over NCCL (every rank has its own GPU), as

@@ -53,6 +53,8 @@ typedef struct cost_machine {
     double attention_efficiency;
     double memory_gbs, memory_efficiency;   /* bandwidth-bound ops: bytes / (memory_gbs · efficiency) */
     double host_link_gbs;     /* to_host / from_host copies */
+    double sequence_factor;   /* whole steps' ops in order against the sum of the table's figures for them (every
+                                 op's time is multiplied by it; 0 or absent: 1) */
     int ngemm;
     cost_gemm_point *gemm;    /* measured GEMMs (owned) */
     cost_curve ops[COST_NOPS];/* measured non-GEMM ops */
@@ -88,7 +90,7 @@ double cost_machine_op_us(const cost_machine *m, const cost_event *e);
 /* Compute share factor: ranks on a host with `cores` units; >= 1 (1 when the ranks fit). */
 double cost_machine_share(const cost_machine *m, int host_ranks);
 /* What an op measured with calibrated_ranks computing at once takes with host_ranks doing so:
- * share(host_ranks) / share(calibrated_ranks) */
+ * share(host_ranks) / share(calibrated_ranks). (In a step, times also sequence_factor: core/cost/timeline.c.) */
 double cost_machine_op_scale(const cost_machine *m, int host_ranks);
 /* Time of one collective in microseconds for a group of `ranks` with `ranks_per_host` of them on this
  * rank's host and `host_ranks` job ranks there; flags: COST_COLL_HOST (on host memory), COST_COLL_STARTED

@@ -70,6 +70,7 @@ int cost_machine_shipped(const char *name, cost_machine *m) {
     m->attention_efficiency = 0.3;
     m->memory_gbs = g->memory_gbs;
     m->memory_efficiency = 0.8;
+    m->sequence_factor = 1;
     m->host_link_gbs = g->host_link_gbs;
     m->cores_per_host = 8;
     m->calibrated_ranks = 1;
@@ -99,6 +100,7 @@ int cost_machine_shipped(const char *name, cost_machine *m) {
     src(s, "compute.memory_gbs", g->src_mem);
     src(s, "compute.memory_efficiency", "estimate: streaming kernels reach ~80% of HBM peak");
     src(s, "compute.host_link_gbs", g->src_host);
+    src(s, "compute.sequence_factor", "estimate: 1, the kernel efficiencies above are taken as those of whole steps");
     src(s, "hosts.cores_per_host", "HGX/DGX host: 8 SXM GPUs on NVSwitch");
     src(s, "hosts.oversubscribed_efficiency", "estimate: ranks sharing a GPU take turns");
     src(s, "comm.overlap", "NCCL runs on its own stream, ordered with events (core/engine/comm_nccl.c)");

@@ -160,7 +160,7 @@ static int parse_gemm(rd *r, json_t *a, cost_machine *m) {
 
 static int parse_compute(rd *r, json_t *c, cost_machine *m) {
     static const char *const keys[] = {"async", "launch_us", "peak_tflops", "gemm_efficiency", "attention_efficiency",
-                                       "memory_gbs", "memory_efficiency", "host_link_gbs", "gemm", "ops", NULL};
+                                       "memory_gbs", "memory_efficiency", "host_link_gbs", "sequence_factor", "gemm", "ops", NULL};
     const char *p = "compute";
     if (keys_known(r, c, p, keys) || boolean(r, c, p, "async", &m->async) ||
         num(r, c, p, "launch_us", 1, NONNEG, &m->launch_us) || num(r, c, p, "peak_tflops", 1, POS, &m->peak_tflops) ||
@@ -169,6 +169,8 @@ static int parse_compute(rd *r, json_t *c, cost_machine *m) {
         num(r, c, p, "memory_efficiency", 1, FRACTION, &m->memory_efficiency) ||
         num(r, c, p, "host_link_gbs", 1, POS, &m->host_link_gbs))
         return -1;
+    m->sequence_factor = 1;   /* optional: files calibrated before it was measured have none */
+    if (num(r, c, p, "sequence_factor", 0, POS, &m->sequence_factor) < 0) return -1;
     json_t *ge = json_object_get(c, "gemm_efficiency");
     if (!ge) return bad(r, "compute.gemm_efficiency", "missing");
     if (pairs(r, ge, "compute.gemm_efficiency", FRACTION, m->eff_flops, m->eff, COST_MAX_EFF, &m->n_eff)) return -1;
@@ -372,6 +374,7 @@ json_t *cost_machine_to_json(const cost_machine *m) {
     json_object_set_new(c, "memory_gbs", json_real(m->memory_gbs));
     json_object_set_new(c, "memory_efficiency", json_real(m->memory_efficiency));
     json_object_set_new(c, "host_link_gbs", json_real(m->host_link_gbs));
+    json_object_set_new(c, "sequence_factor", json_real(m->sequence_factor > 0 ? m->sequence_factor : 1));
     if (m->ngemm) {
         json_t *g = json_array();
         for (int i = 0; i < m->ngemm; i++) {

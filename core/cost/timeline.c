@@ -28,7 +28,8 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
     memset(r, 0, sizeof *r);
     int shape[COST_NGROUPS][3];
     for (int g = 0; g < COST_NGROUPS; g++) cost_group_shape(p, g, &shape[g][0], &shape[g][1], &shape[g][2]);
-    double share = cost_machine_op_scale(m, shape[COST_GROUP_WORLD][2]);
+    /* ops as the table has them, on this many ranks of the host, and as a step's sequence of ops runs them */
+    double share = cost_machine_op_scale(m, shape[COST_GROUP_WORLD][2]) * (m->sequence_factor > 0 ? m->sequence_factor : 1);
     r->share = share;
     double th = 0, tc = 0, tm = 0;   /* host, compute stream, communication stream (us) */
     pend *pd = NULL;
