@@ -118,11 +118,11 @@ for n in nccl_1x2 nccl_2x1 nccl_2x2; do
 import json, sys
 r = json.load(open(sys.argv[2])); st = r["steps"]; c = r["comm"]
 # the all-gathers and reduce-scatters run on NCCL only: their ms come from CUDA events on the NCCL
-# stream (here the host time of the emulated collectives, carried by MPI: 50 us and more each), not
-# from the host time of enqueueing them (a microsecond or two each); every step's comm_ms lies within
-# the step
+# stream (here the host time of the emulated collectives, carried by MPI: 10 us and more each since
+# the engine waits in MPI_Wait; 12.6 us an all-gather measured with another suite beside it), not from
+# the host time of enqueueing them (a microsecond or two each); every step's comm_ms lies within the step
 per = lambda k: c[k]["ms"] * 1e3 / max(c[k]["calls"], 1)
-ok = (per("all_gather") > 20 and per("reduce_scatter") > 20 and
+ok = (per("all_gather") > 5 and per("reduce_scatter") > 5 and
       all(0 <= s["comm_ms"] <= s["ms"] and s["compute_ms"] >= 0 for s in st))
 print(f"ok   cuda_engine_emu_{sys.argv[1]}_comm_ms_from_events" if ok else
       f"FAIL cuda_engine_emu_{sys.argv[1]}_comm_ms_from_events: comm {c}, steps {[(s['ms'], s['comm_ms']) for s in st]}")
