@@ -250,22 +250,24 @@ double cost_calib_sequence_us(const ops_t *o, const cost_event *ev, size_t n, in
     cost_event *d = malloc((n ? n : 1) * sizeof *d);
     size_t *idx = malloc((n ? n : 1) * sizeof *idx);
     int ok = d && idx;
-    for (size_t i = 0; ok && i < n; i++) {
-        if (ev[i].type != COST_EV_OP) { idx[i] = (size_t)-1; continue; }
-        size_t k = 0;
-        while (k < nd && !(d[k].kind == ev[i].kind && !memcmp(d[k].dim, ev[i].dim, sizeof d[k].dim))) k++;
-        if (k == nd) d[nd++] = ev[i];
-        idx[i] = k;
-    }
+    if (ok)
+        for (size_t i = 0; i < n; i++) {
+            idx[i] = (size_t)-1;
+            if (ev[i].type != COST_EV_OP) continue;
+            size_t k = 0;
+            while (k < nd && !(d[k].kind == ev[i].kind && !memcmp(d[k].dim, ev[i].dim, sizeof d[k].dim))) k++;
+            if (k == nd) d[nd++] = ev[i];
+            idx[i] = k;
+        }
     bufs *v = ok ? calloc(nd ? nd : 1, sizeof *v) : NULL;
     size_t got = 0;
-    ok = v != NULL;
+    ok = ok && v;
     while (ok && got < nd && (ok = alloc_bufs(o, &d[got], &v[got]) == 0)) got++;
     int all_ok = ok;
     if (together) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     double us = -1;
-    if (all_ok) {
-        double t[16];
+    if (all_ok && ok && d && idx && v) {   /* all_ok is at most ok, ok implies the rest (said for the analyser) */
+        double t[16] = {0};
         if (samples > 16) samples = 16;
         if (samples < 1) samples = 1;
         for (int s = -1; s < samples; s++) {   /* s = -1: the pass that warms the code, the caches, the allocator */
