@@ -391,6 +391,27 @@ static void derive(cost_machine *m) {
     m->host_link_gbs = h ? h->x[h->n - 1] / h->us[h->n - 1] / 1e3 : m->memory_gbs;
 }
 
+/* One sample of one op (us), as cost_calib_op_us / cost_calib_together_us take each of theirs: its sets of
+ * buffers allocated and warmed, a loop of *reps calls (sized for target_ms on the first call, *reps 0,
+ * by rank 0 when together), the sets freed. -1 when its buffers cannot be had (on any rank, together). */
+static double one_round(const ops_t *o, const cost_event *e, double target_ms, long *reps, int together) {
+    int rank = 0;
+    if (together) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    sets b;
+    int ok = alloc_sets(o, e, &b) == 0, all_ok = ok;
+    if (together) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) { if (ok) free_sets(o, &b); return -1; }
+    for (int i = 0; i < b.n; i++) run_rep(o, e, &b, i);
+    o->synchronize();
+    if (!*reps) {
+        if (rank == 0) *reps = reps_for(o, e, &b, target_ms);
+        if (together) MPI_Bcast(reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    }
+    double us = timed(o, e, &b, *reps, 1, together);
+    free_sets(o, &b);
+    return us;
+}
+
 int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
                    cost_machine *m, int verbose) {
     free(m->gemm);
@@ -398,15 +419,31 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
     m->ngemm = 0;
     if (!m->gemm) return -1;
     memset(m->ops, 0, sizeof m->ops);
+    if (samples > 16) samples = 16;
+    if (samples < 1) samples = 1;
+    size_t n = w->nops ? w->nops : 1;
+    double *t = malloc(n * (size_t)samples * sizeof *t);
+    long *reps = calloc(n, sizeof *reps);
+    if (!t || !reps) { free(t); free(reps); return -1; }
+    for (int r = 0; r < samples; r++)
+        for (size_t i = 0; i < w->nops; i++) {
+            cost_event e = w->ops[i];
+            cost_op_work((cost_op_kind)e.kind, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
+            double us = one_round(ops, &e, target_ms, &reps[i], together);
+            if (us < 0) {
+                if (verbose >= 0) fprintf(stderr, "calibrate: cannot allocate the buffers of %s (%lld x %lld x %lld)\n", cost_op_names[e.kind],
+                        (long long)e.dim[0], (long long)e.dim[1], (long long)e.dim[2]);
+                free(t); free(reps);
+                return -1;
+            }
+            t[i * (size_t)samples + (size_t)r] = us;
+        }
     for (size_t i = 0; i < w->nops; i++) {
         cost_event e = w->ops[i];
         cost_op_work((cost_op_kind)e.kind, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
-        double us = together ? cost_calib_together_us(ops, &e, target_ms, samples) : cost_calib_op_us(ops, &e, target_ms, samples);
-        if (us < 0) {
-            if (verbose >= 0) fprintf(stderr, "calibrate: cannot allocate the buffers of %s (%lld x %lld x %lld)\n", cost_op_names[e.kind],
-                    (long long)e.dim[0], (long long)e.dim[1], (long long)e.dim[2]);
-            return -1;
-        }
+        double *ti = &t[i * (size_t)samples];
+        qsort(ti, (size_t)samples, sizeof *ti, cmp_dbl);
+        double us = ti[samples / 2];
         if (verbose > 1)
             fprintf(stderr, "calibrate: %-14s %8lld %8lld %8lld  %10.2f us\n", cost_op_names[e.kind], (long long)e.dim[0],
                     (long long)e.dim[1], (long long)e.dim[2], us);
@@ -423,6 +460,7 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
         double x = attn ? e.flops : e.bytes;
         if (x > 0) add_point(&m->ops[e.kind], x, us);
     }
+    free(t); free(reps);
     derive(m);
     return 0;
 }

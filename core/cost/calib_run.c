@@ -77,6 +77,15 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     return eff > most ? most : eff < 0.05 ? 0.05 : eff;
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return v[n / 2];
+}
+
 /* The sequence factor: whole steps' ops in their order on every rank at once (rank 0's step of every mesh
  * of the workload) against the sum of the table's figures for the same ops, i.e. what a step adds to ops
  * timed one by one: other ops between an op's calls and, with more ranks than cores, other ranks' steps
@@ -87,19 +96,33 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
 static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m, int samples, int ls, int verbose) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    double tog = 0, alone = 0, table = 0;
-    int shared = ls > m->cores;
-    for (int s = 0; s < w->nsteps; s++) {
-        size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
-        if (!n) continue;
-        double t = cost_calib_sequence_us(ops, w->seq + a, n, samples, 1);
-        double al = 0;
-        if (shared) {
-            al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, samples, 0) : 0;
-            cost_calib_idle_barrier();
-            MPI_Bcast(&al, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int shared = ls > m->cores, ns = w->nsteps;
+    if (samples > 16) samples = 16;
+    if (samples < 1) samples = 1;
+    double *tv = calloc((size_t)(ns ? ns : 1) * (size_t)samples, sizeof *tv);
+    double *av = calloc((size_t)(ns ? ns : 1) * (size_t)samples, sizeof *av);
+    int ok = tv && av, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) { free(tv); free(av); return; }   /* the factor stays 1 */
+    /* in rounds across the steps, as the ops and the collectives are measured: a slow spell spoils one
+     * round of every step, not every sample of one */
+    for (int r = 0; r < samples; r++)
+        for (int s = 0; s < ns; s++) {
+            size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
+            if (!n) continue;
+            tv[s * samples + r] = cost_calib_sequence_us(ops, w->seq + a, n, 1, 1);
+            if (shared) {
+                double al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, 1, 0) : 0;
+                cost_calib_idle_barrier();
+                MPI_Bcast(&al, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+                av[s * samples + r] = al;
+            }
         }
-        if (t <= 0 || (shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
+    double tog = 0, alone = 0, table = 0;
+    for (int s = 0; s < ns; s++) {
+        size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
+        double t = median(&tv[s * samples], samples), al = shared ? median(&av[s * samples], samples) : 0;
+        if (!n || t <= 0 || (shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
         double sum = 0;
         for (size_t i = 0; rank == 0 && i < n; i++) sum += cost_machine_op_us(m, &w->seq[a + i]);
         if (verbose && rank == 0)
@@ -108,6 +131,7 @@ static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m,
                     shared ? " ms" : "");
         tog += t; alone += al; table += sum;
     }
+    free(tv); free(av);
     if (rank == 0) {
         double f = table > 0 && tog > 0 ? tog / table : 1;
         m->sequence_factor = f < 0.25 ? 0.25 : f > 4 ? 4 : f;

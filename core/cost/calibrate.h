@@ -47,9 +47,10 @@ double cost_calib_op_us(const ops_t *ops, const cost_event *e, double target_ms,
  * from a common start to the slowest rank's end, the median over samples; the same value on every rank. */
 double cost_calib_together_us(const ops_t *ops, const cost_event *e, double target_ms, int samples);
 /* Every op of w measured into m's GEMM table and op curves, and the fallbacks derived from them
- * (peak, GEMM and attention efficiency, memory bandwidth). together: on every rank at once, as a step
- * computes (collective over MPI_COMM_WORLD; rank 0's m gets the figures), else on the calling rank
- * alone. -1 when an op cannot be measured. */
+ * (peak, GEMM and attention efficiency, memory bandwidth): each op's median of `samples` samples taken
+ * in rounds across all the ops (a slow spell spoils one round, not every sample of a few ops).
+ * together: on every rank at once, as a step computes (collective over MPI_COMM_WORLD; rank 0's m gets
+ * the figures), else on the calling rank alone. -1 when an op cannot be measured. */
 int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
                    cost_machine *m, int verbose);
 /* Collectives over MPI_COMM_WORLD (every rank calls it): every kind at every group size n dividing the
