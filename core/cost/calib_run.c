@@ -103,25 +103,26 @@ static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m,
     double *av = calloc((size_t)(ns ? ns : 1) * (size_t)samples, sizeof *av);
     int ok = tv && av, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) { free(tv); free(av); return; }   /* the factor stays 1 */
+    if (!all_ok || !tv || !av) { free(tv); free(av); return; }   /* the factor stays 1 (all_ok implies both) */
+    size_t ss = (size_t)samples;
     /* in rounds across the steps, as the ops and the collectives are measured: a slow spell spoils one
      * round of every step, not every sample of one */
     for (int r = 0; r < samples; r++)
         for (int s = 0; s < ns; s++) {
             size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
             if (!n) continue;
-            tv[s * samples + r] = cost_calib_sequence_us(ops, w->seq + a, n, 1, 1);
+            tv[(size_t)s * ss + (size_t)r] = cost_calib_sequence_us(ops, w->seq + a, n, 1, 1);
             if (shared) {
                 double al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, 1, 0) : 0;
                 cost_calib_idle_barrier();
                 MPI_Bcast(&al, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-                av[s * samples + r] = al;
+                av[(size_t)s * ss + (size_t)r] = al;
             }
         }
     double tog = 0, alone = 0, table = 0;
     for (int s = 0; s < ns; s++) {
         size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
-        double t = median(&tv[s * samples], samples), al = shared ? median(&av[s * samples], samples) : 0;
+        double t = median(&tv[(size_t)s * ss], samples), al = shared ? median(&av[(size_t)s * ss], samples) : 0;
         if (!n || t <= 0 || (shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
         double sum = 0;
         for (size_t i = 0; rank == 0 && i < n; i++) sum += cost_machine_op_us(m, &w->seq[a + i]);
