@@ -204,14 +204,30 @@ static double timed(const ops_t *o, const cost_event *e, sets *b, long reps, int
     return us > 1e-3 ? us : 1e-3;
 }
 
-double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, int samples) {
+/* An op's sets of buffers allocated and warmed, `samples` timings of a loop of *reps calls (sized for
+ * target_ms when *reps is 0: by rank 0 alone when together, then given to every rank), the sets freed.
+ * -1 when its buffers cannot be had (on any rank, when together). */
+static double measure(const ops_t *o, const cost_event *e, double target_ms, int samples, int together, long *reps) {
+    int rank = 0;
+    if (together) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     sets b;
-    if (alloc_sets(o, e, &b)) return -1;
+    int ok = alloc_sets(o, e, &b) == 0, all_ok = ok;
+    if (together) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) { if (ok) free_sets(o, &b); return -1; }
     for (int i = 0; i < b.n; i++) run_rep(o, e, &b, i);
     o->synchronize();
-    double us = timed(o, e, &b, reps_for(o, e, &b, target_ms), samples, 0);
+    if (!*reps) {
+        if (rank == 0) *reps = reps_for(o, e, &b, target_ms);
+        if (together) MPI_Bcast(reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    }
+    double us = timed(o, e, &b, *reps, samples, together);
     free_sets(o, &b);
     return us;
+}
+
+double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, int samples) {
+    long reps = 0;
+    return measure(o, e, target_ms, samples, 0, &reps);
 }
 
 /* The op on every rank at once, as a step computes it (collective): rank 0 sizes the loop alone for
@@ -220,20 +236,8 @@ double cost_calib_op_us(const ops_t *o, const cost_event *e, double target_ms, i
  * ranks. (A rank's own time would be too fast on an oversubscribed host: the ranks that finish first
  * give their cores to the rest.) The same value on every rank. */
 double cost_calib_together_us(const ops_t *o, const cost_event *e, double target_ms, int samples) {
-    int rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    sets b;
-    int ok = alloc_sets(o, e, &b) == 0, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) { if (ok) free_sets(o, &b); return -1; }
-    for (int i = 0; i < b.n; i++) run_rep(o, e, &b, i);
-    o->synchronize();
-    long reps = 1;
-    if (rank == 0) reps = reps_for(o, e, &b, target_ms);
-    MPI_Bcast(&reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    double us = timed(o, e, &b, reps, samples, 1);
-    free_sets(o, &b);
-    return us;
+    long reps = 0;
+    return measure(o, e, target_ms, samples, 1, &reps);
 }
 
 /* One pass of a step's ops in their order (ev: COST_EV_OP events; others are skipped), each distinct op
@@ -242,10 +246,10 @@ double cost_calib_together_us(const ops_t *o, const cost_event *e, double target
  * 2-core machine of results/bench/prediction.md, rank 0's step of 8x1 at B 3 of sweeps/default.json: one set
  * per op, alone, 12.3 ms where build/train's 1-rank step of the same shapes took 12.5 ms; cold rounds as the
  * table's, 16.7 ms; on 8 ranks at once 55.5 ms where 8 independent 1-rank runs took 50-58 ms a step.)
- * together: every rank runs the pass at once and a sample is the slowest rank's (collective); else this
- * rank alone. The median over samples after one warm-up pass (us); -1 when buffers cannot be had (on
- * any rank, when together). */
-double cost_calib_sequence_us(const ops_t *o, const cost_event *ev, size_t n, int samples, int together) {
+ * together: every rank runs the pass at once and it takes the slowest rank's time (collective); else this
+ * rank alone. One timed pass after a warm-up pass (us); -1 when buffers cannot be had (on any rank, when
+ * together). */
+double cost_calib_sequence_us(const ops_t *o, const cost_event *ev, size_t n, int together) {
     size_t nd = 0;
     cost_event *d = malloc((n ? n : 1) * sizeof *d);
     size_t *idx = malloc((n ? n : 1) * sizeof *idx);
@@ -266,23 +270,16 @@ double cost_calib_sequence_us(const ops_t *o, const cost_event *ev, size_t n, in
     int all_ok = ok;
     if (together) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     double us = -1;
-    if (all_ok && ok && d && idx && v) {   /* all_ok is at most ok, ok implies the rest (said for the analyser) */
-        double t[16] = {0};
-        if (samples > 16) samples = 16;
-        if (samples < 1) samples = 1;
-        for (int s = -1; s < samples; s++) {   /* s = -1: the pass that warms the code, the caches, the allocator */
+    if (all_ok && ok && d && idx && v)   /* all_ok is at most ok, ok implies the rest (said for the analyser) */
+        for (int pass = 0; pass < 2; pass++) {   /* pass 0 warms the code, the caches, the allocator */
             if (together) cost_calib_idle_barrier();
             double t0 = comm_now_ms();
             for (size_t i = 0; i < n; i++)
                 if (idx[i] != (size_t)-1) run(o, &d[idx[i]], &v[idx[i]]);
             o->synchronize();
-            double dt = (comm_now_ms() - t0) * 1e3;
-            if (together) MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (s >= 0) t[s] = dt;
+            us = (comm_now_ms() - t0) * 1e3;
+            if (together) MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         }
-        qsort(t, (size_t)samples, sizeof *t, cmp_dbl);
-        us = t[samples / 2];
-    }
     for (size_t k = 0; k < got; k++) free_bufs(o, &v[k]);
     free(v); free(d); free(idx);
     return us;
@@ -391,27 +388,6 @@ static void derive(cost_machine *m) {
     m->host_link_gbs = h ? h->x[h->n - 1] / h->us[h->n - 1] / 1e3 : m->memory_gbs;
 }
 
-/* One sample of one op (us), as cost_calib_op_us / cost_calib_together_us take each of theirs: its sets of
- * buffers allocated and warmed, a loop of *reps calls (sized for target_ms on the first call, *reps 0,
- * by rank 0 when together), the sets freed. -1 when its buffers cannot be had (on any rank, together). */
-static double one_round(const ops_t *o, const cost_event *e, double target_ms, long *reps, int together) {
-    int rank = 0;
-    if (together) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    sets b;
-    int ok = alloc_sets(o, e, &b) == 0, all_ok = ok;
-    if (together) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) { if (ok) free_sets(o, &b); return -1; }
-    for (int i = 0; i < b.n; i++) run_rep(o, e, &b, i);
-    o->synchronize();
-    if (!*reps) {
-        if (rank == 0) *reps = reps_for(o, e, &b, target_ms);
-        if (together) MPI_Bcast(reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    }
-    double us = timed(o, e, &b, *reps, 1, together);
-    free_sets(o, &b);
-    return us;
-}
-
 int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
                    cost_machine *m, int verbose) {
     free(m->gemm);
@@ -429,7 +405,7 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
         for (size_t i = 0; i < w->nops; i++) {
             cost_event e = w->ops[i];
             cost_op_work((cost_op_kind)e.kind, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
-            double us = one_round(ops, &e, target_ms, &reps[i], together);
+            double us = measure(ops, &e, target_ms, 1, together, &reps[i]);   /* one sample a round */
             if (us < 0) {
                 if (verbose >= 0) fprintf(stderr, "calibrate: cannot allocate the buffers of %s (%lld x %lld x %lld)\n", cost_op_names[e.kind],
                         (long long)e.dim[0], (long long)e.dim[1], (long long)e.dim[2]);

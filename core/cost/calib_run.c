@@ -5,6 +5,7 @@
 #include "core/cost/calibrate.h"
 #include "core/cost/predict.h"
 #include "core/engine/comm.h"
+#include "core/run/metrics.h"
 #include "core/run/record.h"
 #ifdef MESHSWEEP_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -77,15 +78,6 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     return eff > most ? most : eff < 0.05 ? 0.05 : eff;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return v[n / 2];
-}
-
 /* The sequence factor: whole steps' ops in their order on every rank at once (rank 0's step of every mesh
  * of the workload) against the sum of the table's figures for the same ops, i.e. what a step adds to ops
  * timed one by one: other ops between an op's calls and, with more ranks than cores, other ranks' steps
@@ -111,9 +103,9 @@ static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m,
         for (int s = 0; s < ns; s++) {
             size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
             if (!n) continue;
-            tv[(size_t)s * ss + (size_t)r] = cost_calib_sequence_us(ops, w->seq + a, n, 1, 1);
+            tv[(size_t)s * ss + (size_t)r] = cost_calib_sequence_us(ops, w->seq + a, n, 1);
             if (shared) {
-                double al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, 1, 0) : 0;
+                double al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, 0) : 0;
                 cost_calib_idle_barrier();
                 MPI_Bcast(&al, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
                 av[(size_t)s * ss + (size_t)r] = al;
@@ -122,7 +114,7 @@ static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m,
     double tog = 0, alone = 0, table = 0;
     for (int s = 0; s < ns; s++) {
         size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
-        double t = median(&tv[(size_t)s * ss], samples), al = shared ? median(&av[(size_t)s * ss], samples) : 0;
+        double t = metrics_median(&tv[(size_t)s * ss], samples), al = shared ? metrics_median(&av[(size_t)s * ss], samples) : 0;
         if (!n || t <= 0 || (shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
         double sum = 0;
         for (size_t i = 0; rank == 0 && i < n; i++) sum += cost_machine_op_us(m, &w->seq[a + i]);

@@ -20,18 +20,7 @@ static int same(const cost_event *a, const cost_event *b, int coll) {
     return !memcmp(a->dim, b->dim, sizeof a->dim);
 }
 
-static int add(cost_event **v, size_t *n, size_t *cap, const cost_event *e, int coll) {
-    for (size_t i = 0; i < *n; i++) if (same(&(*v)[i], e, coll)) return 0;
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        cost_event *q = realloc(*v, c * sizeof *q);
-        if (!q) return -1;
-        *v = q; *cap = c;
-    }
-    (*v)[(*n)++] = *e;
-    return 0;
-}
-
+/* room for `need` elements of `size` bytes in *v (capacity *cap, doubled from 256) */
 static int grow(void **v, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return 0;
     size_t c = *cap ? *cap : 256;
@@ -39,6 +28,13 @@ static int grow(void **v, size_t *cap, size_t need, size_t size) {
     void *q = realloc(*v, c * size);
     if (!q) return -1;
     *v = q; *cap = c;
+    return 0;
+}
+
+static int add(cost_event **v, size_t *n, size_t *cap, const cost_event *e, int coll) {
+    for (size_t i = 0; i < *n; i++) if (same(&(*v)[i], e, coll)) return 0;
+    if (grow((void **)v, cap, *n + 1, sizeof **v)) return -1;
+    (*v)[(*n)++] = *e;
     return 0;
 }
 

@@ -61,10 +61,10 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
 int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *sizes, int nsizes, int iters_scale, cost_machine *m,
                            int verbose, char *err, size_t errlen);
 /* One pass of a step's ops in order (ev[0..n), COST_EV_OP events; others skipped), each distinct op on its
- * own one set of buffers, in microseconds: the median of `samples` passes after a warm-up pass. together:
- * on every rank at once, each sample the slowest rank's (collective over MPI_COMM_WORLD); else this rank
- * alone. -1 when buffers cannot be had (on any rank, when together). */
-double cost_calib_sequence_us(const ops_t *ops, const cost_event *ev, size_t n, int samples, int together);
+ * own one set of buffers, in microseconds, timed after a warm-up pass. together: on every rank at once,
+ * the slowest rank's time (collective over MPI_COMM_WORLD); else this rank alone. -1 when buffers cannot
+ * be had (on any rank, when together). */
+double cost_calib_sequence_us(const ops_t *ops, const cost_event *ev, size_t n, int together);
 /* Host time to issue one small op on an asynchronous device (the mean over many, without waiting) */
 double cost_calib_launch_us(const ops_t *ops);
 /* 1 when cost_calib_collectives runs device collectives over NCCL (every rank has its own GPU), as
