@@ -29,7 +29,7 @@ typedef struct opts {
 #define F(x) offsetof(opts, x)
 static const cli_opt OPTS[] = {
     {"spec", CLI_STR, F(spec), "FILE[,FILE...]", "sweep specs whose steps are measured (their GEMM shapes, ops and "
-     "collective sizes; at most 8, comma-separated)"},
+     "collective sizes, and rank 0's step of each mesh replayed in order for the sequence factor; at most 8, comma-separated)"},
     {"out", CLI_STR, F(out), "FILE", "the machine file (default: machines/HOST-Nc.json next to this program); with "
      "--check: the check's record (default: stdout)"},
     {"model", CLI_STR, F(model), "NAME|PATH", "also measure the step of one run of this model (with --tp, --batch-size, "
@@ -42,7 +42,7 @@ static const cli_opt OPTS[] = {
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)"},
     {"build", CLI_STR, F(build), "TEXT", "build identity recorded in the file (default: the compiler)"},
     {"quick", CLI_ON, F(quick), NULL, "a tiny grid with short timings (seconds; for tests, not for predictions)"},
-    {"verbose", CLI_INT, F(verbose), "N", "1: a line per collective kind and group; 2: a line per op"},
+    {"verbose", CLI_INT, F(verbose), "N", "1: a line per replayed step and per collective kind and group; 2: a line per op"},
     {"help", CLI_ON, F(help), NULL, "this text"},
 };
 #undef F
