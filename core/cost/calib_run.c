@@ -84,51 +84,70 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
  * between them (every rank's working set cycled through the caches that time slices share). One ratio of
  * sums over all the steps, so it is the machine's, not a mesh's. With more ranks than cores, the same
  * passes on rank 0 alone give how the ranks share the cores (replacing the one GEMM of sharing(): a
- * step's mix of ops shares them as a step does). Every rank calls it; rank 0's m has the table. */
-static void sequences(const ops_t *ops, const cost_workload *w, cost_machine *m, int samples, int ls, int verbose) {
+ * step's mix of ops shares them as a step does). The replays come in rounds across the steps, spread
+ * over the calibration (seq_rounds() before the op table, after it and after the collectives): a prediction
+ * of a replayed step is close to its replay, so a slow or fast spell of a few seconds would otherwise set
+ * it for the whole file, where the table's medians span the calibration. Every rank calls these. */
+typedef struct {
+    double *tv, *av;   /* [step][round]: on every rank at once; rank 0 alone (with more ranks than cores) */
+    int samples, done, shared, ok;
+} seq_replays;
+
+static void seq_begin(seq_replays *q, const cost_workload *w, int samples, int ls, int cores) {
+    memset(q, 0, sizeof *q);
+    q->samples = samples > 16 ? 16 : samples < 1 ? 1 : samples;
+    q->shared = ls > cores;
+    size_t n = (size_t)(w->nsteps ? w->nsteps : 1) * (size_t)q->samples;
+    q->tv = calloc(n, sizeof *q->tv);
+    q->av = calloc(n, sizeof *q->av);
+    int ok = q->tv && q->av;
+    MPI_Allreduce(&ok, &q->ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+}
+
+/* the next k rounds of replays of every step (fewer when the samples run out) */
+static void seq_rounds(seq_replays *q, const ops_t *ops, const cost_workload *w, int k) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int shared = ls > m->cores, ns = w->nsteps;
-    if (samples > 16) samples = 16;
-    if (samples < 1) samples = 1;
-    double *tv = calloc((size_t)(ns ? ns : 1) * (size_t)samples, sizeof *tv);
-    double *av = calloc((size_t)(ns ? ns : 1) * (size_t)samples, sizeof *av);
-    int ok = tv && av, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok || !tv || !av) { free(tv); free(av); return; }   /* the factor stays 1 (all_ok implies both) */
-    size_t ss = (size_t)samples;
-    /* in rounds across the steps, as the ops and the collectives are measured: a slow spell spoils one
-     * round of every step, not every sample of one */
-    for (int r = 0; r < samples; r++)
-        for (int s = 0; s < ns; s++) {
-            size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
+    size_t ss = (size_t)q->samples;
+    for (; k > 0 && q->ok && q->tv && q->av && q->done < q->samples; k--, q->done++)
+        for (int s = 0; s < w->nsteps; s++) {
+            size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a, at = (size_t)s * ss + (size_t)q->done;
             if (!n) continue;
-            tv[(size_t)s * ss + (size_t)r] = cost_calib_sequence_us(ops, w->seq + a, n, 1);
-            if (shared) {
+            q->tv[at] = cost_calib_sequence_us(ops, w->seq + a, n, 1);
+            if (q->shared) {
                 double al = rank == 0 ? cost_calib_sequence_us(ops, w->seq + a, n, 0) : 0;
                 cost_calib_idle_barrier();
                 MPI_Bcast(&al, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-                av[(size_t)s * ss + (size_t)r] = al;
+                q->av[at] = al;
             }
         }
+}
+
+/* the factor (and, shared, the efficiency) from the rounds done, against rank 0's table in m */
+static void seq_end(seq_replays *q, const cost_workload *w, cost_machine *m, int ls, int verbose) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     double tog = 0, alone = 0, table = 0;
-    for (int s = 0; s < ns; s++) {
+    size_t ss = (size_t)q->samples;
+    for (int s = 0; q->ok && q->tv && q->av && q->done > 0 && s < w->nsteps; s++) {
         size_t a = s ? w->ends[s - 1] : 0, n = w->ends[s] - a;
-        double t = metrics_median(&tv[(size_t)s * ss], samples), al = shared ? metrics_median(&av[(size_t)s * ss], samples) : 0;
-        if (!n || t <= 0 || (shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
+        double t = metrics_median(&q->tv[(size_t)s * ss], q->done);
+        double al = q->shared ? metrics_median(&q->av[(size_t)s * ss], q->done) : 0;
+        if (!n || t <= 0 || (q->shared && al <= 0)) continue;   /* its buffers could not be had: the other steps decide */
         double sum = 0;
         for (size_t i = 0; rank == 0 && i < n; i++) sum += cost_machine_op_us(m, &w->seq[a + i]);
         if (verbose && rank == 0)
             fprintf(stderr, "calibrate: step %d (%zu ops): table %.2f ms, in order on every rank %.2f ms (x%.3f)%s%.2f%s\n", s, n,
-                    sum / 1e3, t / 1e3, sum > 0 ? t / sum : 0, shared ? ", rank 0 alone " : "", shared ? al / 1e3 : 0,
-                    shared ? " ms" : "");
+                    sum / 1e3, t / 1e3, sum > 0 ? t / sum : 0, q->shared ? ", rank 0 alone " : "", q->shared ? al / 1e3 : 0,
+                    q->shared ? " ms" : "");
         tog += t; alone += al; table += sum;
     }
-    free(tv); free(av);
-    if (rank == 0) {
-        double f = table > 0 && tog > 0 ? tog / table : 1;
+    free(q->tv); free(q->av);
+    q->tv = q->av = NULL;
+    if (rank == 0 && tog > 0 && table > 0) {   /* no replay: the factor stays 1 */
+        double f = tog / table;
         m->sequence_factor = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
-        if (shared && alone > 0 && tog > 0) {   /* as sharing() computes it, from the passes */
+        if (q->shared && alone > 0) {   /* as sharing() computes it, from the passes */
             double eff = alone * ((double)ls / m->cores) / tog, most = (double)ls / m->cores;
             m->oversubscribed_efficiency = eff > most ? most : eff < 0.05 ? 0.05 : eff;
         }
@@ -214,17 +233,23 @@ int cost_calibrate(const cost_calib_opts *o) {
     }
     cost_calib_idle_barrier();
     MPI_Bcast(&m.peak_tflops, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    /* the step replays' rounds: a third before the op table, the rest after it, a third after the collectives */
+    seq_replays q = {0};
+    int third = samples / 3;
+    if (!device) seq_begin(&q, &w, samples, ls, m.cores);
+    if (!device) seq_rounds(&q, o->ops, &w, third);
     bad = cost_calib_ops(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0) != 0;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (bad) { cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    if (bad) { free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w); return 1; }
     m.sequence_factor = 1;
-    if (!device) sequences(o->ops, &w, &m, samples, ls, o->verbose);
+    if (!device) seq_rounds(&q, o->ops, &w, samples - 2 * third);
     static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
     static const double qgrid[] = {64, 4096, 262144};
     int rc = world > 1 ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,
                                                 o->verbose, err, sizeof err)
                        : 0;
-    if (rc) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    if (rc) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    if (!device) { seq_rounds(&q, o->ops, &w, third); seq_end(&q, &w, &m, ls, o->verbose); }
     if (world == 1) {   /* a machine file needs a collective model: a single rank has nothing to measure */
         m.coll = calloc(1, sizeof *m.coll);
         if (m.coll) { m.ncoll = 1; m.coll[0] = (cost_coll){.kind = COMM_ALL_REDUCE, .scope = COST_SCOPE_INTRA, .busbw_gbs = 1}; }
