@@ -216,6 +216,7 @@ n=$(grep -c '^train:' "$T/miss.err")
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then fail slurm_data_missing_on_one_node "hung (killed after $TO s)"
 elif [ "$rc" -ne 2 ] || [ "$n" -ne 1 ] || ! grep -qE "^train: rank [4-7] on $HB: .*$T/miss/train.bin" "$T/miss.err"; then
   fail slurm_data_missing_on_one_node "exit $rc, $n train lines: $(grep -v '^\s*$' "$T/miss.err" | head -3 | tr '\n' ' ')"
+  sed 's/^/# miss.err: /' "$T/miss.err" | head -60   # all of it in the log (a crash's backtrace), for whoever reads it
 elif [ -e "$T/miss.json" ]; then fail slurm_data_missing_on_one_node "a record was written"
 else ok slurm_data_missing_on_one_node; fi
 
