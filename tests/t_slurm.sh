@@ -49,6 +49,11 @@ export SLURM_CONF="$T/slurm.conf"
 PY="command /usr/bin/python3"
 # every launch is under a timeout (a hang is a FAIL, never a stuck suite), generous for a loaded machine
 TO=300
+# Slurm's fences as a ring for this suite's own srun steps, as the sweep runner sets for its launches
+# (core/sweep/runner.c; docs/cluster.md): with the tree, Slurm 22.05 + Open MPI 4.1 let ranks leave MPI_Init
+# while a rank on the other node was still in its modex fence, and their first message killed it (SIGSEGV).
+# The runner's launches below run without it (env -u), so that they get the runner's own.
+export SLURM_PMIX_FENCE=ring
 # the seconds since the start, in the log (where the time goes)
 phase() { echo "# $(( $(date +%s) - T0 )) s: $*"; }
 T0=$(date +%s)
@@ -67,6 +72,9 @@ no_ranks() { [ -z "$(ranks_on "$HA")$(ranks_on "$HB")" ]; }
 job_state() { on_a scontrol -o show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 job_done() { case "$(job_state "$1")" in COMPLETED|CANCELLED|FAILED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) return 0;; esac; return 1; }
 latest() { ls -d "$1"/*/ 2>/dev/null | sort | tail -1 | sed 's:/$::'; }
+# the last lines of a run's log (what its ranks and srun printed), for a FAIL line: the cause of a run
+# that failed is then in the suite's summary, not only in a folder the trap removes
+run_log() { printf 'runs/%s.log: ' "$(basename "$1" .log)"; grep -v '^\s*$' "$1" 2>/dev/null | tail -4 | tr '\n' ' ' | head -c 500; }
 # every JSON below DIR complete, no temp file of a writer left
 all_complete() {
   local f
@@ -230,11 +238,14 @@ json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
 start_long() { # OUT-DIR: the runner in an allocation, in the background; waits for the run's first step
   wait_for 60 idle
-  on_a timeout $TO salloc -N2 --ntasks-per-node=4 "$SWEEP" "$T/long.json" --out-dir "$1" >"$1.out" 2>&1 &
+  on_a timeout $TO env -u SLURM_PMIX_FENCE salloc -N2 --ntasks-per-node=4 "$SWEEP" "$T/long.json" --out-dir "$1" >"$1.out" 2>&1 &
   LONG=$!
-  wait_for $((TO - 60)) long_started "$1"
+  # until its first step, or until the runner is over (a run that failed at its start: no use waiting)
+  wait_for $((TO - 60)) long_started_or_over "$1"
+  long_started "$1"
 }
 long_started() { log_has "$(latest "$1/slurm-long")/runs/2x4.log" 'train: step 1/'; }
+long_started_or_over() { long_started "$1" || ! kill -0 "$LONG" 2>/dev/null; }
 # a rank SIGKILLed on node B: the step ends with every rank out, the run is recorded failed, the sweep goes on
 # (and, its one run failed, exits 1)
 phase "a rank killed"
@@ -253,7 +264,8 @@ if start_long "$T/kill"; then
   msg=$(all_complete "$D") || why="$why $msg;"
   [ -z "$why" ] && ok slurm_rank_killed_on_one_node_run_failed || fail slurm_rank_killed_on_one_node_run_failed "$why"
 else
-  fail slurm_rank_killed_on_one_node_run_failed "the run never started: $(tail -3 "$T/kill.out" | tr '\n' ' ')"; kill "$LONG" 2>/dev/null; wait "$LONG"
+  fail slurm_rank_killed_on_one_node_run_failed "the run never started: $(tail -3 "$T/kill.out" | tr '\n' ' ') $(run_log "$(latest "$T/kill/slurm-long")/runs/2x4.log")"
+  kill "$LONG" 2>/dev/null; wait "$LONG"
 fi
 # Ctrl-C to the runner (the terminal signals the runner; srun is in a process group of its own): the
 # runner forwards SIGTERM, which stops srun's step (srun's SIGINT would only print the tasks' state)
@@ -271,14 +283,15 @@ if start_long "$T/int"; then
   msg=$(all_complete "$D") || why="$why $msg;"
   [ -z "$why" ] && ok slurm_sigint_to_runner_stops_srun || fail slurm_sigint_to_runner_stops_srun "$why"
 else
-  fail slurm_sigint_to_runner_stops_srun "the run never started: $(tail -3 "$T/int.out" | tr '\n' ' ')"; kill "$LONG" 2>/dev/null; wait "$LONG"
+  fail slurm_sigint_to_runner_stops_srun "the run never started: $(tail -3 "$T/int.out" | tr '\n' ' ') $(run_log "$(latest "$T/int/slurm-long")/runs/2x4.log")"
+  kill "$LONG" 2>/dev/null; wait "$LONG"
 fi
 
 # ---------------------------------------------------------------- the example batch script
 # submitted as a user would, from the checkout; results under $T/results
 submit() {
   wait_for 60 idle
-  (cd "$ROOT" && on_a env MESHSWEEP_RESULTS="$T/results" MESHSWEEP_SWEEP="$SWEEP" \
+  (cd "$ROOT" && on_a env -u SLURM_PMIX_FENCE MESHSWEEP_RESULTS="$T/results" MESHSWEEP_SWEEP="$SWEEP" \
      sbatch --parsable --output="$T/job-%j.out" "$SBATCH_SCRIPT" "$SPEC")
 }
 J1=$(submit 2>"$T/sbatch1.err") || { fail slurm_sbatch "sbatch: $(head -c 300 "$T/sbatch1.err")"; exit 1; }
@@ -293,13 +306,16 @@ if first_done_second_started; then
   # hold the ranks where they are (scancel sends SIGCONT before SIGTERM), so that the cancel finds the
   # run in progress however fast it is
   for p in $(ranks_on "$HA") $(ranks_on "$HB"); do kill -STOP "$p"; done
+  # the runner's ranks got Slurm's ring fence from the runner (the job was submitted without it)
+  fence=$(for p in $(ranks_on "$HA") $(ranks_on "$HB"); do tr '\0' '\n' < "/proc/$p/environ" | grep '^SLURM_PMIX_FENCE=' || echo none; done | sort | uniq -c | tr '\n' ' ')
+  [ "$(echo $fence)" = "8 SLURM_PMIX_FENCE=ring" ] && ok slurm_runner_sets_ring_fence || fail slurm_runner_sets_ring_fence "the 8x1 ranks' SLURM_PMIX_FENCE: $fence"
   phase "scancel $J1 in its 8x1 run"
   on_a scancel "$J1"
   wait_for 60 job_done "$J1"
   R8=$D
 fi
 if [ -z "$R8" ]; then
-  fail slurm_scancel_stops_cleanly "job $J1 ($(job_state "$J1")) never reached the 8x1 run: $(tail -3 "$T/job-$J1.out" 2>/dev/null | tr '\n' ' ')"
+  fail slurm_scancel_stops_cleanly "job $J1 ($(job_state "$J1")) never reached the 8x1 run: $(tail -3 "$T/job-$J1.out" 2>/dev/null | tr '\n' ' ') $(run_log "$(latest "$T/results/$S_NAME")/runs/8x1.log")"
   on_a scancel "$J1" 2>/dev/null
 else
   why=""
@@ -327,7 +343,7 @@ else
   $PY -c 'import json,sys; sys.exit(0 if [m["status"] for m in json.load(open(sys.argv[1]))["meshes"]]==["ok","ok"] else 1)' \
     "$R8/summary.json" 2>/dev/null || why="$why summary not ok, ok;"
   msg=$(all_complete "$R8") || why="$why $msg;"
-  [ -z "$why" ] && ok slurm_sbatch_rerun_resumes || fail slurm_sbatch_rerun_resumes "$why: $(tail -3 "$T/job-$J2.out" | tr '\n' ' ')"
+  [ -z "$why" ] && ok slurm_sbatch_rerun_resumes || fail slurm_sbatch_rerun_resumes "$why: $(tail -3 "$T/job-$J2.out" | tr '\n' ' ') $(run_log "$R8/runs/8x1.log")"
   compare slurm_sbatch_2x4_equals_one_host "$T/one-2x4.json" "$R8/runs/2x4.json"
   compare slurm_sbatch_8x1_equals_1_rank "$T/ref1.json" "$R8/runs/8x1.json"
   check_env slurm_sbatch_record_env "$R8/runs/8x1.json" "SLURM_LOCALID|OMPI_COMM_WORLD_LOCAL_RANK" 1

@@ -244,6 +244,11 @@ static int setup_runner(sweep_runner *R, const sweep_run_opts *o) {
     R->env_default[ne++] = "OMPI_MCA_mpi_yield_when_idle=1";
     R->env_default[ne++] = "OPENBLAS_NUM_THREADS=1";
     R->env_default[ne++] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
+    /* srun --mpi=pmix: Slurm's fences as a ring, not a tree. With the tree (the default for MPI_Init's
+     * closing barrier) Slurm 22.05 + Open MPI 4.1 could let ranks leave MPI_Init while a rank on another
+     * node was still in its modex fence; their first message then killed it (SIGSEGV in the TCP BTL,
+     * a NULL handler: docs/cluster.md). Read by Slurm's PMIx plugin only. */
+    R->env_default[ne++] = "SLURM_PMIX_FENCE=ring";
     if (geteuid() == 0) {
         R->env_default[ne++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
         R->env_default[ne++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
