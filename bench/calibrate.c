@@ -14,7 +14,9 @@
 #include "core/common/cli.h"
 #include "core/cost/calib_run.h"
 #include "core/cost/predict.h"
+#include "core/job/catalog.h"
 #include "core/engine/comm.h"
+#include "core/sweep/calib_spec.h"
 #include "core/sweep/spec.h"
 #include "kernels/kernels.h"
 #ifdef MESHSWEEP_CUDA
@@ -29,21 +31,21 @@ typedef struct opts {
 #define F(x) offsetof(opts, x)
 static const cli_opt OPTS[] = {
     {"spec", CLI_STR, F(spec), "FILE[,FILE...]", "sweep specs whose steps are measured (their GEMM shapes, ops and "
-     "collective sizes, and rank 0's step of each mesh replayed in order for the sequence factor; at most 8, comma-separated)"},
+     "collective sizes, and rank 0's step of each mesh replayed in order for the sequence factor; at most 8, comma-separated)", 0, NULL, NULL},
     {"out", CLI_STR, F(out), "FILE", "the machine file (default: machines/HOST-Nc.json next to this program); with "
-     "--check: the check's record (default: stdout)"},
+     "--check: the check's record (default: stdout)", 0, NULL, NULL},
     {"model", CLI_STR, F(model), "NAME|PATH", "also measure the step of one run of this model (with --tp, --batch-size, "
-     "--seq-len; the world is the MPI world)"},
-    {"tp", CLI_INT, F(tp), "N", "that run's tensor-parallel degree (default 1)"},
-    {"batch-size", CLI_INT, F(batch), "N", "that run's sequences per DP rank (default 1)"},
-    {"seq-len", CLI_INT, F(seq_len), "T", "that run's sequence length (default 128)"},
-    {"check", CLI_STR, F(check), "FILE", "re-measure a few points of this machine file and report the drift"},
-    {"backend", CLI_STR, F(backend), "cpu|cuda", "the backend whose ops are measured (default cpu)"},
-    {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)"},
-    {"build", CLI_STR, F(build), "TEXT", "build identity recorded in the file (default: the compiler)"},
-    {"quick", CLI_ON, F(quick), NULL, "a tiny grid with short timings (seconds; for tests, not for predictions)"},
-    {"verbose", CLI_INT, F(verbose), "N", "1: a line per replayed step and per collective kind and group; 2: a line per op"},
-    {"help", CLI_ON, F(help), NULL, "this text"},
+     "--seq-len; the world is the MPI world)", 0, NULL, NULL},
+    {"tp", CLI_INT, F(tp), "N", "that run's tensor-parallel degree (default 1)", 0, NULL, NULL},
+    {"batch-size", CLI_INT, F(batch), "N", "that run's sequences per DP rank (default 1)", 0, NULL, NULL},
+    {"seq-len", CLI_INT, F(seq_len), "T", "that run's sequence length (default 128)", 0, NULL, NULL},
+    {"check", CLI_STR, F(check), "FILE", "re-measure a few points of this machine file and report the drift", 0, NULL, NULL},
+    {"backend", CLI_STR, F(backend), "cpu|cuda", "the backend whose ops are measured (default cpu)", 0, NULL, NULL},
+    {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)", 0, NULL, NULL},
+    {"build", CLI_STR, F(build), "TEXT", "build identity recorded in the file (default: the compiler)", 0, NULL, NULL},
+    {"quick", CLI_ON, F(quick), NULL, "a tiny grid with short timings (seconds; for tests, not for predictions)", 0, NULL, NULL},
+    {"verbose", CLI_INT, F(verbose), "N", "1: a line per replayed step and per collective kind and group; 2: a line per op", 0, NULL, NULL},
+    {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
 };
 #undef F
 #define NOPTS (int)(sizeof OPTS / sizeof OPTS[0])
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
     cli_set_program("calibrate");
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
     cli_set_rank0(!r || !strcmp(r, "0"));
-    if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (cli_parse(OPTS, NOPTS, &o, NULL, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
     if (o.tp < 1 || o.batch < 1 || o.seq_len < 1) { cli_say("--tp, --batch-size and --seq-len must be >= 1"); return 2; }
     if (o.help) {
         if (!r || !strcmp(r, "0")) {
@@ -88,7 +90,7 @@ int main(int argc, char **argv) {
     const char *out = o.out;
     if (!out && !o.check) {
         char dir[4096];
-        if (cost_exe_dir(dir, sizeof dir) || cost_local_machine_path(dir, path, sizeof path)) {
+        if (catalog_exe_dir(dir, sizeof dir) || catalog_machine_path(dir, path, sizeof path)) {
             cli_say("cannot name the default machine file: give --out FILE");
             return 2;
         }
@@ -118,6 +120,7 @@ int main(int argc, char **argv) {
     cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
                           .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len};
     for (int i = 0; i < nspecs; i++) co.specs[co.nspecs++] = specs[i];
+    co.add_spec = sweep_calib_workload;
     if (!o.check && out == path && rank == 0) {   /* the default folder, made if missing */
         char dir[4200];
         snprintf(dir, sizeof dir, "%s", path);

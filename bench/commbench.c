@@ -32,8 +32,10 @@
 #include "core/engine/comm.h"
 #include "core/formats/config.h"
 #include "core/engine/mesh.h"
-#include "core/run/metrics.h"
+#include "core/job/metrics.h"
 #include "core/run/record.h"
+#include "core/common/files.h"
+#include "core/common/parse.h"
 
 /* ------------------------------------------------------------------ options */
 typedef struct opts {
@@ -43,15 +45,15 @@ typedef struct opts {
 
 #define F(x) offsetof(opts, x)
 static const cli_opt OPTS[] = {
-    {"tp", CLI_INT, F(tp), "T", "tensor-parallel degree of the mesh; dp = world / T (default 1: one DP group of all ranks)"},
-    {"min-bytes", CLI_STR, F(min_bytes), "SIZE", "smallest message (whole array; default 1K), e.g. 4096, 1MiB (K/M/G = 1024 powers, as nccl-tests)"},
-    {"max-bytes", CLI_STR, F(max_bytes), "SIZE", "largest message (default 64M, at most 1G); sizes double from --min-bytes"},
-    {"iters", CLI_INT, F(iters), "N", "timed iterations per size (default 20)"},
-    {"warmup", CLI_INT, F(warmup), "N", "untimed iterations per size before the timed ones (default 5)"},
-    {"rs-algo", CLI_STR, F(rs_algo), "allreduce|native|both", "reduce-scatter: MPI_Allreduce + copy, MPI_Reduce_scatter_block, or both (default)"},
-    {"memcpy-bytes", CLI_STR, F(memcpy_bytes), "SIZE", "buffer size of the out-of-cache memcpy reference (default 512M)"},
-    {"json", CLI_STR, F(json), "FILE", "also write the records as JSON (atomically: temp file, then rename)"},
-    {"help", CLI_ON, F(help), NULL, "this text"},
+    {"tp", CLI_INT, F(tp), "T", "tensor-parallel degree of the mesh; dp = world / T (default 1: one DP group of all ranks)", 0, NULL, NULL},
+    {"min-bytes", CLI_STR, F(min_bytes), "SIZE", "smallest message (whole array; default 1K), e.g. 4096, 1MiB (K/M/G = 1024 powers, as nccl-tests)", 0, NULL, NULL},
+    {"max-bytes", CLI_STR, F(max_bytes), "SIZE", "largest message (default 64M, at most 1G); sizes double from --min-bytes", 0, NULL, NULL},
+    {"iters", CLI_INT, F(iters), "N", "timed iterations per size (default 20)", 0, NULL, NULL},
+    {"warmup", CLI_INT, F(warmup), "N", "untimed iterations per size before the timed ones (default 5)", 0, NULL, NULL},
+    {"rs-algo", CLI_STR, F(rs_algo), "allreduce|native|both", "reduce-scatter: MPI_Allreduce + copy, MPI_Reduce_scatter_block, or both (default)", 0, NULL, NULL},
+    {"memcpy-bytes", CLI_STR, F(memcpy_bytes), "SIZE", "buffer size of the out-of-cache memcpy reference (default 512M)", 0, NULL, NULL},
+    {"json", CLI_STR, F(json), "FILE", "also write the records as JSON (atomically: temp file, then rename)", 0, NULL, NULL},
+    {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
 };
 #undef F
 #define NOPTS (int)(sizeof OPTS / sizeof OPTS[0])
@@ -91,7 +93,7 @@ static int parse_bytes(const char *s, uint64_t *out) {
 
 static int parse_args(opts *o, int argc, char **argv) {
     char err[256];
-    if (cli_parse(OPTS, NOPTS, o, argc, argv, err, sizeof err) == 0) return 0;
+    if (cli_parse(OPTS, NOPTS, o, NULL, argc, argv, err, sizeof err) == 0) return 0;
     say("%s", err);
     return -1;
 }
@@ -351,7 +353,7 @@ static int write_json(const char *path, results *R, const mesh_t *mesh, const op
         "env", "host", agree_host(), "ranks_by_host", agree_ranks_by_host(), "mpi", mpiver, "date", date);
     if (!root) { say("could not build the JSON record"); return 1; }
     int rc = 0;
-    if (record_write_atomic(path, root, err, sizeof err)) { say("%s", err); rc = 1; }
+    if (files_write_json(path, root, err, sizeof err)) { say("%s", err); rc = 1; }
     json_decref(root);
     return rc;
 }
@@ -401,7 +403,7 @@ int main(int argc, char **argv) {
     mesh_t mesh;
     if (mesh_init(&mesh, world, rank, o.tp, err, sizeof err)) BAD("%s", err);
     /* rank 0 writes the file, so it checks; every rank leaves together if it cannot */
-    if (o.json && g_rank0 && record_check_writable(o.json, err, sizeof err)) agree_fail(2, "%s", err);
+    if (o.json && g_rank0 && files_check_writable(o.json, err, sizeof err)) agree_fail(2, "%s", err);
     int code = agree_check();
     if (code) finish(code);
 

@@ -9,7 +9,7 @@
  * backward 2.5× that, the FlashAttention convention). Then a step breakdown: each op's time times
  * its calls per step (the op sequence of one dp = tp = 1 step: L layers forward and backward, the
  * head, the loss, AdamW and the grad norm over all parameters), their sum, and the MFU that sum
- * would give with the engine's FLOPs/token (core/run/metrics) against the device's datasheet peak.
+ * would give with the engine's FLOPs/token (core/job/metrics) against the device's datasheet peak.
  * AdamW and the norm are timed on at most 2^28 elements and scaled to the parameter count.
  * What it is not: the engine: the sum leaves out communication, allocation and launch gaps; the
  * engine's own step time is what bench/gpu_bench.sh measures with build/train next to it.
@@ -19,7 +19,7 @@
  *        build/gpu_bench --small [--json FILE]
  */
 #include "core/formats/config.h"
-#include "core/run/metrics.h"
+#include "core/job/metrics.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -30,6 +30,8 @@
 
 #ifdef MESHSWEEP_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "core/common/parse.h"
+#include "core/job/catalog.h"
 
 static const ops_t *D = &ops_cuda_bf16;
 
@@ -249,7 +251,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, int *done) {
 /* the model's config (the toy one with --small) */
 static int resolve_model(const bench_opts *o, model_config *mc) {
     char err[256];
-    if (config_resolve(mc, o->model, err, sizeof err) || config_validate(mc, err, sizeof err)) {
+    if (catalog_model(mc, o->model, err, sizeof err) || config_validate(mc, err, sizeof err)) {
         fprintf(stderr, "gpu_bench: %s\n", err);
         return 2;
     }

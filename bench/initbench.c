@@ -11,6 +11,7 @@
 #include "core/engine/init.h"
 #include "core/engine/mem.h"
 #include "core/engine/model.h"
+#include "core/job/catalog.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +21,13 @@
 typedef struct { const char *model; int world, tp, rank, threads, help; long long seed; } opts_t;
 #define F(x) offsetof(opts_t, x)
 static const cli_opt OPTS[] = {
-    {"model", CLI_STR, F(model), "NAME|PATH", "preset or HF config.json (default llama3.2-1b)"},
-    {"world", CLI_INT, F(world), "W", "ranks of the mesh (default 1)"},
-    {"tp", CLI_INT, F(tp), "N", "tensor-parallel degree (default 1)"},
-    {"rank", CLI_INT, F(rank), "R", "the rank whose owned slices are generated (default 0)"},
-    {"threads", CLI_INT, F(threads), "N", "host threads (default: as a run picks them, core/engine/init.c)"},
-    {"seed", CLI_LL, F(seed), "N", "initialisation seed (default 1337)"},
-    {"help", CLI_ON, F(help), NULL, "this text"},
+    {"model", CLI_STR, F(model), "NAME|PATH", "preset or HF config.json (default llama3.2-1b)", 0, NULL, NULL},
+    {"world", CLI_INT, F(world), "W", "ranks of the mesh (default 1)", 0, NULL, NULL},
+    {"tp", CLI_INT, F(tp), "N", "tensor-parallel degree (default 1)", 0, NULL, NULL},
+    {"rank", CLI_INT, F(rank), "R", "the rank whose owned slices are generated (default 0)", 0, NULL, NULL},
+    {"threads", CLI_INT, F(threads), "N", "host threads (default: as a run picks them, core/engine/init.c)", 0, NULL, NULL},
+    {"seed", CLI_LL, F(seed), "N", "initialisation seed (default 1337)", 0, NULL, NULL},
+    {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
 };
 #define NOPTS ((int)(sizeof OPTS / sizeof *OPTS))
 
@@ -40,13 +41,13 @@ int main(int argc, char **argv) {
     opts_t o = {.model = "llama3.2-1b", .world = 1, .tp = 1, .rank = 0, .threads = 0, .seed = 1337};
     char err[512];
     cli_set_program("initbench");
-    if (cli_parse(OPTS, NOPTS, &o, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (cli_parse(OPTS, NOPTS, &o, NULL, argc, argv, err, sizeof err)) { cli_say("%s", err); return 2; }
     if (o.help) { printf("usage: initbench [options]\n"); cli_usage(stdout, OPTS, NOPTS); return 0; }
     if (o.world < 1 || o.tp < 1 || o.rank < 0 || o.rank >= o.world || o.threads < 0) {
         cli_say("need --world >= 1, --tp >= 1, 0 <= --rank < --world, --threads >= 0"); return 2;
     }
     model_config c;
-    if (config_resolve(&c, o.model, err, sizeof err)) { cli_say("%s", err); return 2; }
+    if (catalog_model(&c, o.model, err, sizeof err)) { cli_say("%s", err); return 2; }
     mesh_t m;
     if (mesh_init(&m, o.world, o.rank, o.tp, err, sizeof err)) { cli_say("%s", err); return 2; }
     model_opts mo = {.B = 1, .T = 8, .sequence_parallel = 0, .prefetch = 1, .checkpoint = 0};

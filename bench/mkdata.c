@@ -9,6 +9,7 @@
 #include "core/formats/data.h"
 #include "core/formats/data_write.h"
 #include "core/run/record.h"
+#include "core/common/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +40,7 @@ static int lookup(const char *s, const char *const *names, int n) {
 }
 
 /* Every file the writer would create for stem (STEM.ext, and STEM.idx for megatron) may neither be
- * one of the input's files (the same path, a link, another spelling: record_same_file) nor sit in a
+ * one of the input's files (the same path, a link, another spelling: files_same) nor sit in a
  * folder it cannot create files in: one line and 2 (refused before anything is written). */
 static int check_outputs(const char *stem, int fmt, const char *const *ins, int nin, int writable) {
     char outs[2][4200], err[4600];
@@ -48,11 +49,11 @@ static int check_outputs(const char *stem, int fmt, const char *const *ins, int 
     if (fmt == DATA_MEGATRON) snprintf(outs[nout++], sizeof outs[1], "%s.idx", stem);
     for (int i = 0; i < nout; i++) {
         for (int k = 0; k < nin; k++)
-            if (ins[k] && record_same_file(outs[i], ins[k])) {
+            if (ins[k] && files_same(outs[i], ins[k])) {
                 cli_say("output %s is also the input %s: give another output", outs[i], ins[k]);
                 return -1;
             }
-        if (writable && record_check_writable(outs[i], err, sizeof err)) {
+        if (writable && files_check_writable(outs[i], err, sizeof err)) {
             cli_say("%s", err);
             return -1;
         }

@@ -12,6 +12,8 @@
  */
 #include "core/formats/config.h"
 #include "kernels/kernels.h"
+#include "core/common/parse.h"
+#include "core/job/catalog.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -309,7 +311,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     model_config c;
     char err[256];
-    if (config_resolve(&c, model, err, sizeof err) || config_validate(&c, err, sizeof err)) {
+    if (catalog_model(&c, model, err, sizeof err) || config_validate(&c, err, sizeof err)) {
         fprintf(stderr, "profile_step: %s\n", err);
         return 2;
     }

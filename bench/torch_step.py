@@ -130,7 +130,7 @@ class Llama(torch.nn.Module):
 
 
 def flops_per_token(c, T):
-    """6·(N − N_embedding) + 12·L·d·T, as core/run/metrics.c (PaLM / torchtitan convention)."""
+    """6·(N − N_embedding) + 12·L·d·T, as core/job/metrics.c (PaLM / torchtitan convention)."""
     d, f, L, H, KV, V = (c[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
                                           "num_attention_heads", "num_key_value_heads", "vocab_size"))
     hd = d // H

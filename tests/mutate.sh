@@ -35,8 +35,8 @@ mut 'the fused AdamW step does not zero the gradients at dp = 1' \
     'core/*/*.c' \
     'test_optim'
 mut 'a dp = 1 backward trusts a gradient no step has zeroed' \
-    'if \(!u->g_zero\) f->ops->zero' \
-    'if (0) f->ops->zero' \
+    'if \(first && !u->g_zero\) f->E->ops->zero' \
+    'if (0) f->E->ops->zero' \
     'core/*/*.c' \
     'test_optim'
 mut 'cosine warmup off by one step' \
@@ -45,18 +45,18 @@ mut 'cosine warmup off by one step' \
     'core/*/*.c' \
     'test_optim t_reference'
 mut 'budget check > becomes >=' \
-    'g_st\.total_cur \+ bytes > g_st\.budget' \
-    'g_st.total_cur + bytes >= g_st.budget' \
+    'bytes > st->budget - st->total_cur\)' \
+    'bytes >= st->budget - st->total_cur)' \
     'core/*/*.c' \
     'test_mem t_budget'
 mut 'runtime budget enforcement removed (only the pre-run plan refuses)' \
-    'if \(!g_plan\) g_oom\(&g_st\);' \
-    '(void)g_oom;' \
+    'if \(!a->plan\) a->oom\(st\);' \
+    ';' \
     'core/*/*.c' \
     'test_mem'
 mut 'AdamW v allocated under grads' \
-    'u->v = mem_calloc\(MEM_OPTIMIZER, b\);' \
-    'u->v = mem_calloc(MEM_GRADS, b);' \
+    'u->v = mem_calloc\(&f->E->mem, MEM_OPTIMIZER, b\);' \
+    'u->v = mem_calloc(&f->E->mem, MEM_GRADS, b);' \
     'core/*/*.c' \
     'test_mem'
 mut 'eval loss divided by the local token count' \
@@ -65,8 +65,8 @@ mut 'eval loss divided by the local token count' \
     'core/*/*.c bench/*.c' \
     't_reference'
 mut 'divergence check ignoring a non-finite grad norm' \
-    'if \(!isfinite\(loss\) \|\| !isfinite\(norm\)\) \{' \
-    'if (!isfinite(loss)) {' \
+    'if \(!isfinite\(loss\) \|\| !isfinite\(norm\)\)' \
+    'if (!isfinite(loss))' \
     'core/*/*.c bench/*.c' \
     't_reference'
 mut 'RoPE wrong only from position 32 on' \
@@ -85,8 +85,8 @@ mut 'vocab-parallel loss: pad logits not masked in the sum of exponentials' \
     'core/*/*.c' \
     'tp_loss'
 mut 'allocator: at_peak not updated at a new total peak' \
-    'g_st\.total_peak = g_st\.total_cur;\n        memcpy\(g_st\.at_peak, g_st\.cur, sizeof g_st\.at_peak\);' \
-    'g_st.total_peak = g_st.total_cur;' \
+    'st->total_peak = st->total_cur;\n        memcpy\(st->at_peak, st->cur, sizeof st->at_peak\);' \
+    'st->total_peak = st->total_cur;' \
     'core/*/*.c' \
     'test_mem'
 mut 'runner: program output counted as results' \
@@ -99,6 +99,84 @@ mut 'compare.py: NaN parameters pass' \
     'if False:' \
     'tests/tools/compare.py' \
     't_runner'
+# issue 40: bugs that escaped the suite, and code no mutation had reached
+mut 'attention softmax without its max shift (row max replaced by 0)' \
+    'const float mx = maxf\(s, n\);' \
+    'const float mx = 0.0f;' \
+    'kernels/cpu/*.c' \
+    'test_kernels'
+mut 'step timeline ends without waiting for the communication stream' \
+    'double end = maxd\(maxd\(th, tc\), tm\);' \
+    'double end = maxd(th, tc);' \
+    'core/*/*.c' \
+    'test_cost'
+mut 'step timeline ends without the host clock' \
+    'double end = maxd\(maxd\(th, tc\), tm\);' \
+    'double end = maxd(tc, tm);' \
+    'core/*/*.c' \
+    'test_cost'
+mut 'FSDP shards computed from the unpadded unit size' \
+    'u->shard = u->padded / dp;' \
+    'u->shard = u->numel / dp;' \
+    'core/*/*.c' \
+    't_mesh t_reference'
+mut 'accumulation: the gradient of N micro-batches not divided by N' \
+    'loss \+= model_forward_backward\(M, R->in, R->tg, \(float\)scale\);' \
+    'loss += model_forward_backward(M, R->in, R->tg, (float)(scale * R->N));' \
+    'core/*/*.c' \
+    't_accum t_reference'
+mut '--accum-reduce last: the unsharded gradient restarts from zero each micro-batch' \
+    'if \(f->reduce_last && !first\) \{ drop_replicated\(f, u, u->full_g, 0, u->padded\); return; \}' \
+    'if (f->reduce_last && !first) mem_free(&f->E->mem, u->full_g);' \
+    'core/*/*.c' \
+    't_accum t_reference'
+mut 'every:K recomputes the last layer of each K instead of the first' \
+    'return o->checkpoint > 0 && i % o->checkpoint == 0;' \
+    'return o->checkpoint > 0 && (i + 1) % o->checkpoint == 0;' \
+    'core/*/*.c' \
+    'test_cost'
+mut 'run records and plans written in place (no temp file, no rename)' \
+    'snprintf\(tmp, sizeof tmp, "%s\.tmp\.%d", path, \(int\)getpid\(\)\);\n    char \*s = json_dumps' \
+    'snprintf(tmp, sizeof tmp, "%s", path);
+    char *s = json_dumps' \
+    'core/*/*.c' \
+    't_atomic'
+mut 'checkpoints written in place' \
+    'snprintf\(w->tmp, sizeof w->tmp, "%s\.tmp\.%ld", path, \(long\)getpid\(\)\);' \
+    'snprintf(w->tmp, sizeof w->tmp, "%s", path);' \
+    'core/*/*.c' \
+    't_atomic'
+mut 'token files written in place' \
+    'snprintf\(o->tmp, sizeof o->tmp, "%s\.tmp\.%ld", o->path, \(long\)getpid\(\)\);' \
+    'snprintf(o->tmp, sizeof o->tmp, "%s", o->path);' \
+    'core/*/*.c' \
+    't_atomic'
+mut 'sweep files written in place' \
+    'int n = snprintf\(tmp, sizeof tmp, "%s\.tmp\.%ld", path, \(long\)getpid\(\)\);' \
+    'int n = snprintf(tmp, sizeof tmp, "%s", path);' \
+    'core/*/*.c' \
+    't_atomic'
+mut 'GQA under TP: a rank takes the k_proj rows at its query-head offset' \
+    '\[S_K\]    = \{\.name = "self_attn\.k_proj\.weight",         \.rows = kv, \.cols = d,  \.split = SPLIT_ROWS, \.full_rows = kvf, \.full_cols = d,  \.row0 = t \* kv,' \
+    '[S_K]    = {.name = "self_attn.k_proj.weight",         .rows = kv, .cols = d,  .split = SPLIT_ROWS, .full_rows = kvf, .full_cols = d,  .row0 = t * q,' \
+    'core/*/*.c' \
+    't_mesh t_reference'
+mut 'a buffer left out of the memory plan (the RoPE table allocated only in a real run)' \
+    'M->rope = mem_alloc\(&E->mem, MEM_WORKSPACE, nrope \* sizeof\(float\)\);\n    if \(!E->plan\) \{' \
+    'if (!E->plan) {
+        M->rope = mem_alloc(&E->mem, MEM_WORKSPACE, nrope * sizeof(float));' \
+    'core/*/*.c' \
+    'test_model t_memory'
+mut 'vocab-parallel loss: row maxima not combined across the TP group' \
+    'comm_all_reduce_max\(t->g, mx, \(size_t\)rows\);' \
+    ';' \
+    'core/*/*.c' \
+    'tp_loss'
+mut 'vocab-parallel loss: sums of exponentials not summed across the TP group' \
+    'comm_all_reduce_sum\(t->g, se, 2 \* \(size_t\)rows\);' \
+    'comm_all_reduce_sum(t->g, tl, (size_t)rows);' \
+    'core/*/*.c' \
+    'tp_loss'
 sel=("$@")
 SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
 rows=(); bad=0

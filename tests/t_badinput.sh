@@ -24,7 +24,10 @@ DATA=$(pwd)/$BUILD/data/kjv/train.bin
 bad() {
   local n=$1 code=$2 pat=$3; shift 3
   rm -f "$T"/out.json*
-  expect_exit "$n" "$code" "$pat" -- "$TR" --steps 1 --seq-len 16 "$@" --out "$T/out.json"
+  local pre=() # the defaults of this file, unless the case gives its own (an option twice is refused)
+  [[ " $* " == *" --steps"[\ =]* ]] || pre+=(--steps 1)
+  [[ " $* " == *" --seq-len"[\ =]* ]] || pre+=(--seq-len 16)
+  expect_exit "$n" "$code" "$pat" -- "$TR" "${pre[@]}" "$@" --out "$T/out.json"
   if ls "$T"/out.json* >/dev/null 2>&1; then fail "${n}_no_output" "left $(ls "$T"/out.json*)"; fi
 }
 

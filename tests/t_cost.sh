@@ -48,6 +48,10 @@ head -c 300 "$FIX" > "$T/trunc.json"
 expect_exit cost_machine_malformed 2 'trunc.json: line [0-9]+: not valid JSON' -- "$TRAIN" "${PT[@]}" --machine "$T/trunc.json"
 sed 's/"busbw_gbs": 2,/"busbw_gbs": -2,/' "$FIX" > "$T/neg.json"
 expect_exit cost_machine_negative_bandwidth 2 'comm.collectives\[3\].busbw_gbs: must be > 0' -- "$TRAIN" "${PT[@]}" --machine "$T/neg.json"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["compute"]["memory_gbs"]=1e-320; json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/denorm.json"
+expect_exit cost_machine_denormal_rate 2 'denorm.json: compute.memory_gbs: .* is not a plausible figure' -- "$TRAIN" "${PT[@]}" --machine "$T/denorm.json"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["compute"]["peak_tflops"]=1e15; json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/flops.json"
+expect_exit cost_machine_unit_confused 2 'flops.json: compute.peak_tflops: .* is not a plausible figure' -- "$TRAIN" "${PT[@]}" --machine "$T/flops.json"
 MESHSWEEP_MACHINE=$T/zero.json expect_exit cost_env_machine_checked 2 'compute.peak_tflops' -- "$TRAIN" "${PT[@]}"
 expect_exit cost_gpus_per_host_plan_only 2 'gpus-per-host is only valid with --plan' -- "$TRAIN" --gpus-per-host 8 --steps 1
 

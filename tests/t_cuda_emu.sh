@@ -47,13 +47,13 @@ done
 # the table and the JSON); its emulated times mean nothing.
 # (the engine files it uses are built without MESHSWEEP_CUDA: they need no CUDA, and comm.c would want NCCL)
 mkdir -p "$O/bench"
-mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/formats/config.c -o "$O/bench/config.o" 2>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/run/metrics.c -o "$O/bench/metrics.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/comm.c -o "$O/bench/comm.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/comm_nccl.c -o "$O/bench/comm_nccl.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/common/errmsg.c -o "$O/bench/errmsg.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c core/engine/mem.c -o "$O/bench/mem.o" 2>>"$O/build.log" \
-  && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c kernels/cpu/null.c -o "$O/bench/null.o" 2>>"$O/build.log" \
+: > "$O/build.log"
+benchok=1
+for src in core/formats/config.c core/job/metrics.c core/job/catalog.c core/common/files.c core/common/parse.c core/common/cleanup.c \
+           core/common/errmsg.c core/engine/comm.c core/engine/comm_nccl.c core/engine/mem.c kernels/cpu/null.c; do
+  mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -c "$src" -o "$O/bench/$(basename "$src" .c).o" 2>>"$O/build.log" || { benchok=0; break; }
+done
+[ "$benchok" = 1 ] \
   && mpicc -std=c11 -D_GNU_SOURCE -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -DMESHSWEEP_CUDA \
     bench/gpu_bench.c kernels/cpu/ops_cpu.c "$OBJ"/*.o "$O"/bench/*.o \
     -ljansson -lopenblas -lm -lstdc++ -lpthread -o "$O/gpu_bench_emu" 2>>"$O/build.log" \

@@ -2,7 +2,7 @@
 # tests/t_mesh.sh — every mesh against the 1-rank run (docs/semantics.md#fsdp, docs/testing.md): for a fixed global batch of 8
 # sequences, 1x8, 2x4, 4x2, 8x1, 1x2, 2x1 and 2x2 (plus SP off, prefetch off and --sp-activations
 # gathered variants — the default is local — and the seven meshes again with tied embeddings and
-# llama3 rope_scaling) must give the
+# llama3 rope_scaling, and 3x1, 6x1, 3x2 with a model whose FSDP units all leave padding) must give the
 # losses and gradient norms of `build/train` on one rank over 10 AdamW steps with clipping active, and
 # the same final parameters (saved from the sharded run). The model has GQA (KV = H/2) and a
 # vocabulary of 250, not divisible by 4 or 8, so padding and masking of the vocab-parallel loss is
@@ -33,7 +33,7 @@ PY
 REF="$T/ref"
 run_mesh() { # NAME DP TP EXTRA...  (against $REF.json / $REF.st with ${COMMON[@]})
   local name=$1 dp=$2 tp=$3; shift 3
-  local w=$((dp * tp)) b=$((8 / dp))
+  local w=$((dp * tp)) b=$((${G:-8} / dp))
   if ! "${MPIRUN[@]}" -np $w "$BUILD/train" "${COMMON[@]}" --tp $tp --batch-size $b "$@" \
        --out "$T/$name.json" --save "$T/$name.st" >"$T/$name.log" 2>&1; then
     fail "mesh_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"; return
@@ -80,6 +80,31 @@ PY
   done
 else
   fail mesh_tied_reference "1-rank run failed: $(tail -2 "$T/tref.err")"
+fi
+# FSDP padding (docs/semantics.md#fsdp: a unit is padded to a multiple of dp): tests/models/fsdp_pad.json
+# (d 40, V 253, f 112) leaves padding in every unit at dp 3 and 6 (checked below), so the last shard of
+# each is part padding; 3x1, 6x1 and 3x2 (V padded to 254 for TP too) against the model's own 1-rank run
+# over a global batch of 6. A shard computed from the unpadded size drops each unit's last elements.
+PAD=tests/models/fsdp_pad.json
+/usr/bin/python3 - "$PAD" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+V, d, f, H, KV = (c[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads"))
+hd, bad = d // H, []
+for dp, tp in ((3, 1), (6, 1), (3, 2)):
+    Vl = -(-V // tp)
+    units = {"layer": 2 * d + 2 * (H // tp) * hd * d + 2 * (KV // tp) * hd * d + 3 * (f // tp) * d, "embedding": Vl * d,
+             "head": d + Vl * d}
+    bad += [f"{n} {u} at {dp}x{tp}" for n, u in units.items() if u % dp == 0]
+print("ok   mesh_pad_every_unit_padded" if not bad and d % 3 and d % 6 and V % 3 and V % 6 and V % 2
+      else f"FAIL mesh_pad_every_unit_padded: divisible by dp: {bad}")
+PY
+COMMON=(--model "$PAD" --seq-len 32 --steps $STEPS --lr 3e-3 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
+REF="$T/pref"
+if must mesh_pad_reference "$BUILD/train" "${COMMON[@]}" --batch-size 6 --out "$REF.json" --save "$REF.st" 2>/dev/null; then
+  G=6 run_mesh pad_3x1 3 1
+  G=6 run_mesh pad_6x1 6 1
+  G=6 run_mesh pad_3x2 3 2
 fi
 COMMON=(--model "$T/gqa.json" --seq-len 32 --steps $STEPS --lr 3e-3 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
 # a KJV training run on the 2x4 mesh learns as the 1-rank run does (30 steps, same global batch)

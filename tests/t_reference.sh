@@ -12,7 +12,8 @@
 # 9e-7, parameters 1.4e-5 absolute): loss 1e-6 and eval 1e-6 relative, grad norm 1e-5, parameters
 # 2e-4 absolute. The bugs this exists for move losses by >= 1e-4 relative or parameters by >= 1e-3
 # (weight decay on a norm weight: lr*wd = 1e-3 per step).
-# Also: a step whose gradient norm is infinite while the loss is finite must stop the run as diverged.
+# Also: 1x1, 3x1 and 6x1 of a model whose FSDP units all leave padding at dp 3 and 6 (global batch 6); and
+# a step whose gradient norm is infinite while the loss is finite must stop the run as diverged.
 source "$(dirname "$0")/lib.sh"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 TR="$BUILD/train"
@@ -43,15 +44,17 @@ check("reference_schedule_shape", lrs[0] < lrs[1] < lrs[2] and abs(lrs[2] - 1e-2
       and abs(lrs[-1] - 1e-3) < 1e-12, f"lr {lrs}")
 check("reference_learns", s[-1]["loss"] < s[0]["loss"] - 1.0 and len(r["eval"]) == 2, f"loss {s[0]['loss']} -> {s[-1]['loss']}")
 PY
-engine() { # NAME DP TP [N [--accum-reduce MODE]]: N micro-batches of 8/(dp*N) sequences per DP rank
+# the case: model CFG, initial parameters INIT, the reference run REF (.json, .st) over a global batch of G
+CFG="$T/cfg.json" INIT="$T/init.st" REF="$T/ref" G=8
+engine() { # NAME DP TP [N [--accum-reduce MODE]]: N micro-batches of G/(dp*N) sequences per DP rank
   local name=$1 dp=$2 tp=$3 w=$(($2 * $3)) n=${4:-1}; shift 3; shift $(($# > 0))
-  local b=$((8 / dp / n))
-  local cmd=("$TR" --model "$T/cfg.json" --init "$T/init.st" --data "$DATA" --tp "$tp" --batch-size "$b" --grad-accum "$n" "$@" "${HP[@]}"
+  local b=$((G / dp / n))
+  local cmd=("$TR" --model "$CFG" --init "$INIT" --data "$DATA" --tp "$tp" --batch-size "$b" --grad-accum "$n" "$@" "${HP[@]}"
              --log-every 100 --out "$T/$name.json" --save "$T/$name.st")
   [ "$w" -gt 1 ] && cmd=("${MPIRUN[@]}" -np "$w" "${cmd[@]}")
   must "reference_${name}_run" timeout 600 "${cmd[@]}" >"$T/$name.log" 2>&1 || return
-  /usr/bin/python3 tests/tools/compare.py runs "reference_${name}_losses" "$T/ref.json" "$T/$name.json" 1e-6 1e-5
-  /usr/bin/python3 tests/tools/compare.py params "reference_${name}_params" "$T/ref.st" "$T/$name.st" 2e-4
+  /usr/bin/python3 tests/tools/compare.py runs "reference_${name}_losses" "$REF.json" "$T/$name.json" 1e-6 1e-5
+  /usr/bin/python3 tests/tools/compare.py params "reference_${name}_params" "$REF.st" "$T/$name.st" 2e-4
 }
 engine 1x1 1 1
 engine 1x8 1 8
@@ -64,10 +67,25 @@ engine 1x1_accum4 1 1 4
 engine 2x2_accum2 2 2 2
 engine 2x2_accum2_last 2 2 2 --accum-reduce last
 
+# FSDP padding: tests/models/fsdp_pad.json (d 40, V 253, f 112; no FSDP unit's size divides 3 or 6: t_mesh.sh
+# checks it) on 1x1, 3x1 and 6x1 against its own reference run over a global batch of 6, so every
+# unit's last shard is part padding. At lr 5e-3: at 1e-2 this model's step-9 grad norm is sensitive
+# enough that fp32 against float64 differs by 7.7e-6 relative (tolerance 1e-5); at 5e-3 by 6e-8.
+CFG=tests/models/fsdp_pad.json INIT="$T/pad_init.st" REF="$T/pad_ref" G=6
+for i in "${!HP[@]}"; do [ "${HP[$i]}" = --lr ] && HP[$((i + 1))]=5e-3; done
+if must reference_pad_init "$TR" --model "$CFG" --seq-len 80 --steps 0 --save "$INIT" --log-every 100 2>/dev/null \
+   && must reference_pad_torch_run /usr/bin/python3 tests/ref/llama_ref.py "$CFG" "$INIT" "$DATA" "$REF.json" "$REF.st" \
+        --batch 6 "${HP[@]}"; then
+  engine pad_1x1 1 1
+  engine pad_3x1 3 1
+  engine pad_6x1 6 1
+fi
+
 # --- divergence on a non-finite gradient norm with a finite loss (docs/bad-input.md: exit 4). A crafted
 # init: all layer weights 0 (layers add nothing), token 0 embeds as e0, the final norm weight is 2e-38
 # on dim 0 and lm_head column 0 is +-1.5e38, so the logits are +-24 (loss about 48, finite) while the
-# final norm weight's gradient overflows fp32 (~6e38): the grad norm is inf at step 1.
+# final norm weight's gradient overflows fp32 (~6e38): the grad norm is inf at step 1, and the run stops
+# there, not at step 2 (of 2) where the check of the last update would stop it anyway.
 printf '{"vocab_size": 4, "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 16}' > "$T/inf.json"
 /usr/bin/python3 - "$T" <<'PY'
 import json, struct, sys
@@ -93,7 +111,7 @@ h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
 open(f"{d}/inf.st", "wb").write(struct.pack("<Q", len(h)) + h + blob)
 open(f"{d}/zeros.bin", "wb").write(b"\0\0" * 64)
 PY
-"$TR" --model "$T/inf.json" --init "$T/inf.st" --data "$T/zeros.bin" --seq-len 4 --batch-size 1 --steps 1 \
+"$TR" --model "$T/inf.json" --init "$T/inf.st" --data "$T/zeros.bin" --seq-len 4 --batch-size 1 --steps 2 \
   --out "$T/inf_run.json" >/dev/null 2>"$T/inf.err"; rc=$?
 /usr/bin/python3 - "$T/inf_run.json" "$rc" <<'PY'
 import json, math, sys

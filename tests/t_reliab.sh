@@ -264,14 +264,21 @@ mpmd reliab_mpmd_tp "^train: --tp differs between ranks: 1 $ranks" --tp 1 -- --t
 mpmd reliab_mpmd_model "^train: --model differs between ranks: tiny $ranks" --model tiny -- --model small
 mpmd reliab_mpmd_seq_len "^train: --seq-len differs between ranks: 32 $ranks" -- --seq-len 64
 mpmd reliab_mpmd_lr "^train: --lr differs between ranks: " --lr 0.003 -- --lr 0.001
-mpmd reliab_mpmd_seed "^train: --seed differs between ranks: 1337 $ranks" -- --seed 7
+mpmd reliab_mpmd_seed "^train: --seed differs between ranks: 1337 \(default\) $ranks" -- --seed 7
 mpmd reliab_mpmd_batch "^train: --batch-size differs between ranks: 2 $ranks" -- --batch-size 3
 mpmd reliab_mpmd_data_kind "^train: --data differs between ranks: a file $ranks" -- --data synthetic
 mpmd reliab_mpmd_init_on_one "^train: --init differs between ranks: \(not given\) $ranks" -- --init "$T/init.st"
 mpmd reliab_mpmd_prefetch "^train: --no-prefetch differs between ranks" -- --no-prefetch
 mpmd reliab_mpmd_peak_tflops "^train: --peak-tflops differs between ranks" --peak-tflops 1 --
 mpmd reliab_mpmd_bad_option_on_one "^train: rank 1 on [^:]*: unknown option '--bogus'" -- --bogus
-mpmd reliab_mpmd_bad_value_on_one "^train: --tp differs between ranks: 1 $ranks" -- --tp 0
+mpmd reliab_mpmd_bad_value_on_one "^train: --tp differs between ranks: 1 \(default\) $ranks" -- --tp 0
+# the accumulation and checkpointing options are agreed like every other (a default says so)
+mpmd reliab_mpmd_grad_accum "^train: --grad-accum differs between ranks: 2 $ranks" --grad-accum 2 -- --grad-accum 3
+mpmd reliab_mpmd_grad_accum_one "^train: --grad-accum differs between ranks: [0-9]* \(default\) $ranks" -- --grad-accum 2
+mpmd reliab_mpmd_global_batch "^train: --global-batch differs between ranks: " --global-batch 4 -- --global-batch 8
+mpmd reliab_mpmd_accum_reduce "^train: --accum-reduce differs between ranks: last $ranks" --grad-accum 2 --accum-reduce last -- --grad-accum 2 --accum-reduce each
+mpmd reliab_mpmd_ckpt_every "^train: --checkpoint-activations differs between ranks: every:1 $ranks" --checkpoint-activations every:1 -- --checkpoint-activations every:2
+mpmd reliab_mpmd_ckpt_one "^train: --checkpoint-activations differs between ranks: " -- --checkpoint-activations
 # one option text, two config files that differ in one field: the resolved configuration names it
 sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' "$T/m.json" > "$T/m3.json"
 mpmd reliab_mpmd_model_field "^train: --model differs between ranks: num_hidden_layers 2 $ranks" --model "$T/m.json" -- --model "$T/m3.json"

@@ -12,6 +12,7 @@
 #include "core/cost/predict.h"
 #include "core/cost/timeline.h"
 #include "core/formats/config.h"
+#include "core/job/catalog.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,7 +194,7 @@ static void test_lookups(void) {
 static model_config cfg_of(const char *name) {
     model_config c;
     char err[256];
-    if (config_resolve(&c, name, err, sizeof err) || config_validate(&c, err, sizeof err)) { printf("%s\n", err); exit(1); }
+    if (catalog_model(&c, name, err, sizeof err) || config_validate(&c, err, sizeof err)) { printf("%s\n", err); exit(1); }
     return c;
 }
 

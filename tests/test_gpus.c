@@ -1,26 +1,37 @@
-/* tests/test_gpus.c — the device table and budget arithmetic of core/engine/gpus.c: every --gpu
+/* tests/test_gpus.c — the device table (core/job/catalog.c), the budget arithmetic (core/job/job.c) and
+ * the device measurement (core/engine/gpus.c): every --gpu
  * name docs/options.md lists is in the table (any case), capacities are what the runtime reports (a little under the marketing
  * size, never over it), the plan budget is usable − overhead − reserve, `auto` is free − reserve,
  * and a reserve that takes everything is an error with a reason, never a zero or wrapped budget;
  * the local rank (the GPU of a rank) is the launcher's when it gave one that fits the host. */
 #include "tests/check.h"
 #include "core/engine/gpus.h"
+#include "core/job/job.h"
 #include "core/engine/engine.h"
 #include <stdlib.h>
 #include <string.h>
 
 #define GiB (1024ull * 1024ull * 1024ull)
 
+/* the resolution of --mem-budget, --mem-reserve, --gpu in a plan or a run on a backend */
+static int resolve(const char *mb, const char *mr, const char *gpu, int plan, int cuda, job_budget *r, char *err, size_t len) {
+    job_t j;
+    job_init(&j);
+    j.o.mem_budget = mb; j.o.mem_reserve = mr; j.o.gpu = gpu; j.o.plan = plan; j.o.backend = cuda ? "cuda" : "cpu";
+    return job_resolve_budget(&j.o, r, err, len);
+}
+static int ngpus(void) { int n = 0; while (catalog_gpu_at(n)) n++; return n; }
+
 int main(void) {
     char err[256], names[256];
-    CHECK(gpus_count() == 4, "gpus_four_devices", "%d", gpus_count());
-    gpus_names(names, sizeof names);
+    CHECK(ngpus() == 4, "gpus_four_devices", "%d", ngpus());
+    catalog_gpu_names(names, sizeof names);
     CHECK(!strcmp(names, "h100-80gb, h200-141gb, a100-80gb, a100-40gb"), "gpus_names", "'%s'", names);
     const char *nm[] = {"h100-80gb", "H200-141GB", "a100-80gb", "a100-40gb"};
     /* runtime totals: under the marketing size in GB (10^9) and within 3% below it in GiB terms */
     double lo[] = {79.0, 139.5, 79.0, 39.2}, hi[] = {79.5, 140.0, 79.5, 39.6};
     for (int i = 0; i < 4; i++) {
-        const gpu_spec *g = gpus_find(nm[i]);
+        const catalog_gpu *g = catalog_gpu_find(nm[i]);
         char n[64];
         snprintf(n, sizeof n, "gpus_find_%s", nm[i]);
         CHECK(g != NULL, n, "not found");
@@ -32,13 +43,13 @@ int main(void) {
         CHECK(g->overhead_bytes >= 256ull << 20 && g->overhead_bytes <= 4 * GiB, n, "%llu", (unsigned long long)g->overhead_bytes);
         uint64_t b = 0;
         snprintf(n, sizeof n, "gpus_plan_budget_%s", g->name);
-        CHECK(gpus_plan_budget(g, GPUS_DEFAULT_RESERVE_BYTES, &b, err, sizeof err) == 0 &&
-              b == g->usable_bytes - g->overhead_bytes - GPUS_DEFAULT_RESERVE_BYTES, n, "%llu", (unsigned long long)b);
+        CHECK(job_plan_budget(g, JOB_DEFAULT_RESERVE_BYTES, &b, err, sizeof err) == 0 &&
+              b == g->usable_bytes - g->overhead_bytes - JOB_DEFAULT_RESERVE_BYTES, n, "%llu", (unsigned long long)b);
     }
-    CHECK(gpus_find("h100") == NULL && gpus_find("") == NULL && gpus_find(NULL) == NULL, "gpus_unknown_is_null", "found");
+    CHECK(catalog_gpu_find("h100") == NULL && catalog_gpu_find("") == NULL && catalog_gpu_find(NULL) == NULL, "gpus_unknown_is_null", "found");
     uint64_t b = 7;
-    const gpu_spec *a40 = gpus_find("a100-40gb");
-    CHECK(gpus_plan_budget(a40, 40 * GiB, &b, err, sizeof err) == -1 && b == 7 && strstr(err, "a100-40gb"),
+    const catalog_gpu *a40 = catalog_gpu_find("a100-40gb");
+    CHECK(job_plan_budget(a40, 40 * GiB, &b, err, sizeof err) == -1 && b == 7 && strstr(err, "a100-40gb"),
           "gpus_plan_budget_reserve_too_big", "b %llu err '%s'", (unsigned long long)b, err);
     gpus_device_mem m;
     CHECK(gpus_auto_budget(80 * GiB, 78 * GiB, GiB, &m, err, sizeof err) == 0 && m.budget == 77 * GiB &&
@@ -48,45 +59,45 @@ int main(void) {
     CHECK(gpus_auto_budget(80 * GiB, GiB, GiB, &m, err, sizeof err) == -1 && strstr(err, "--mem-reserve"),
           "gpus_auto_budget_reserve_takes_all", "'%s'", err);
     CHECK(gpus_auto_budget(0, 0, GiB, &m, err, sizeof err) == -1, "gpus_auto_budget_no_device_memory", "accepted");
-    CHECK(gpus_is_auto("auto") && gpus_is_auto("AUTO") && !gpus_is_auto("80GiB") && !gpus_is_auto(NULL),
+    CHECK(job_is_auto("auto") && job_is_auto("AUTO") && !job_is_auto("80GiB") && !job_is_auto(NULL),
           "gpus_is_auto", "wrong");
     /* option resolution: --mem-budget SIZE|auto, --mem-reserve, --gpu, in plan / CUDA run / CPU run */
-    gpus_budget r;
-    const gpu_spec *h = gpus_find("h100-80gb");
-    uint64_t hb = h->usable_bytes - h->overhead_bytes - GPUS_DEFAULT_RESERVE_BYTES;
-    CHECK(gpus_resolve_budget(NULL, NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb && r.gpu == h && !r.is_auto,
+    job_budget r;
+    const catalog_gpu *h = catalog_gpu_find("h100-80gb");
+    uint64_t hb = h->usable_bytes - h->overhead_bytes - JOB_DEFAULT_RESERVE_BYTES;
+    CHECK(resolve(NULL, NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb && r.gpu == h && !r.is_auto,
           "gpus_resolve_plan_gpu", "%llu vs %llu: %s", (unsigned long long)r.budget, (unsigned long long)hb, err);
-    CHECK(gpus_resolve_budget("auto", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb,
+    CHECK(resolve("auto", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb,
           "gpus_resolve_plan_gpu_auto_same", "%llu", (unsigned long long)r.budget);
-    CHECK(gpus_resolve_budget(NULL, "2GiB", "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb - GiB && r.reserve == 2 * GiB,
+    CHECK(resolve(NULL, "2GiB", "h100-80gb", 1, 0, &r, err, sizeof err) == 0 && r.budget == hb - GiB && r.reserve == 2 * GiB,
           "gpus_resolve_plan_gpu_reserve", "%llu", (unsigned long long)r.budget);
-    CHECK(gpus_resolve_budget("auto", NULL, NULL, 1, 0, &r, err, sizeof err) == -1 && strstr(err, "--gpu"),
+    CHECK(resolve("auto", NULL, NULL, 1, 0, &r, err, sizeof err) == -1 && strstr(err, "--gpu"),
           "gpus_resolve_plan_auto_needs_gpu", "'%s'", err);
-    CHECK(gpus_resolve_budget("80GB", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "two budgets"),
+    CHECK(resolve("80GB", NULL, "h100-80gb", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "two budgets"),
           "gpus_resolve_size_and_gpu_refused", "'%s'", err);
-    CHECK(gpus_resolve_budget("auto", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
+    CHECK(resolve("auto", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
           "gpus_resolve_auto_on_cpu_refused", "'%s'", err);
-    CHECK(gpus_resolve_budget(NULL, NULL, "a100-40gb", 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
+    CHECK(resolve(NULL, NULL, "a100-40gb", 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--backend cuda"),
           "gpus_resolve_gpu_on_cpu_run_refused", "'%s'", err);
-    CHECK(gpus_resolve_budget("auto", "512MiB", NULL, 0, 1, &r, err, sizeof err) == 0 && r.is_auto && r.budget == 0 &&
+    CHECK(resolve("auto", "512MiB", NULL, 0, 1, &r, err, sizeof err) == 0 && r.is_auto && r.budget == 0 &&
           r.reserve == 512ull << 20, "gpus_resolve_auto_on_cuda_measures", "auto %d budget %llu", r.is_auto, (unsigned long long)r.budget);
-    CHECK(gpus_resolve_budget(NULL, NULL, "h200-141gb", 0, 1, &r, err, sizeof err) == 0 && r.is_auto,
+    CHECK(resolve(NULL, NULL, "h200-141gb", 0, 1, &r, err, sizeof err) == 0 && r.is_auto,
           "gpus_resolve_gpu_on_cuda_run_is_auto", "%d", r.is_auto);
-    CHECK(gpus_resolve_budget("96MiB", NULL, NULL, 0, 0, &r, err, sizeof err) == 0 && r.budget == 96ull << 20 && !r.is_auto,
+    CHECK(resolve("96MiB", NULL, NULL, 0, 0, &r, err, sizeof err) == 0 && r.budget == 96ull << 20 && !r.is_auto,
           "gpus_resolve_size", "%llu", (unsigned long long)r.budget);
-    CHECK(gpus_resolve_budget("96MiB", "1GiB", NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--mem-reserve"),
+    CHECK(resolve("96MiB", "1GiB", NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "--mem-reserve"),
           "gpus_resolve_reserve_without_auto_refused", "'%s'", err);
-    CHECK(gpus_resolve_budget("auto", "lots", NULL, 0, 1, &r, err, sizeof err) == -1 && strstr(err, "'lots'"),
+    CHECK(resolve("auto", "lots", NULL, 0, 1, &r, err, sizeof err) == -1 && strstr(err, "'lots'"),
           "gpus_resolve_bad_reserve", "'%s'", err);
-    CHECK(gpus_resolve_budget("0", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "auto"),
+    CHECK(resolve("0", NULL, NULL, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "auto"),
           "gpus_resolve_bad_size_names_auto", "'%s'", err);
-    CHECK(gpus_resolve_budget(NULL, NULL, "v100", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "h200-141gb"),
+    CHECK(resolve(NULL, NULL, "v100", 1, 0, &r, err, sizeof err) == -1 && strstr(err, "h200-141gb"),
           "gpus_resolve_unknown_gpu_lists_known", "'%s'", err);
     engine_t E;
     if (engine_init(&E, &device_cpu, DTYPE_F32, err, sizeof err)) { printf("FAIL engine_init: %s\n", err); return 1; }
 #ifndef MESHSWEEP_CUDA
     gpus_device_mem dm;
-    CHECK(gpus_measure_device(&E, 1, &r, &dm, err, sizeof err) == -1, "gpus_measure_without_cuda_build", "accepted");
+    CHECK(gpus_measure_device(&E, 1, r.reserve, r.is_auto, &r.budget, &dm, err, sizeof err) == -1, "gpus_measure_without_cuda_build", "accepted");
 #endif
 
     /* the warm-up belongs to the runtime's overhead, not to the tracked bytes the budget caps */

@@ -5,6 +5,8 @@
 #include "core/formats/config.h"
 #include "core/formats/safetensors.h"
 #include "tests/check.h"
+#include "core/common/parse.h"
+#include "core/job/catalog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,12 +41,12 @@ static int exists(const char *path) { return access(path, F_OK) == 0; }
 static void test_presets(void) {
     model_config c;
     int n = 0;
-    for (int i = 0; config_presets[i]; i++, n++) {
+    for (int i = 0; catalog_preset_name(i); i++, n++) {
         char name[96];
-        snprintf(name, sizeof name, "preset_%s_resolves", config_presets[i]);
-        int rc = config_resolve(&c, config_presets[i], err, sizeof err);
-        int tied = strncmp(config_presets[i], "llama3.2", 8) == 0; /* as published */
-        CHECK(rc == 0 && strcmp(c.name, config_presets[i]) == 0 && c.tie_word_embeddings == tied, name, "rc %d: %s",
+        snprintf(name, sizeof name, "preset_%s_resolves", catalog_preset_name(i));
+        int rc = catalog_model(&c, catalog_preset_name(i), err, sizeof err);
+        int tied = strncmp(catalog_preset_name(i), "llama3.2", 8) == 0; /* as published */
+        CHECK(rc == 0 && strcmp(c.name, catalog_preset_name(i)) == 0 && c.tie_word_embeddings == tied, name, "rc %d: %s",
               rc, err);
     }
     CHECK(n == 5, "preset_list_has_5", "%d presets", n);
@@ -52,7 +54,7 @@ static void test_presets(void) {
     /* tiny and small: every TP-split dimension divisible by 8 (all four 8-rank meshes valid) */
     const char *cpu[] = {"tiny", "small"};
     for (int i = 0; i < 2; i++) {
-        config_resolve(&c, cpu[i], err, sizeof err);
+        catalog_model(&c, cpu[i], err, sizeof err);
         char name[96];
         snprintf(name, sizeof name, "preset_%s_divisible_by_8", cpu[i]);
         CHECK(c.num_attention_heads % 8 == 0 && c.num_key_value_heads % 8 == 0 && c.intermediate_size % 8 == 0 &&
@@ -60,7 +62,7 @@ static void test_presets(void) {
               name, "H %d KV %d f %d V %d", c.num_attention_heads, c.num_key_value_heads, c.intermediate_size,
               c.vocab_size);
     }
-    config_resolve(&c, "tiny", err, sizeof err);
+    catalog_model(&c, "tiny", err, sizeof err);
     CHECK(c.vocab_size == 256 && c.hidden_size == 128 && c.intermediate_size == 384 && c.num_hidden_layers == 4 &&
               c.num_attention_heads == 8 && c.num_key_value_heads == 8 && c.max_position_embeddings == 1024 &&
               c.rms_norm_eps == 1e-5 && c.rope_theta == 10000.0 && c.initializer_range == 0.02,
@@ -74,7 +76,7 @@ static void test_presets(void) {
         {"llama3.1-8b", 128256, 4096, 14336, 32, 32, 8, 8030261248LL},
     };
     for (int i = 0; i < 3; i++) {
-        config_resolve(&c, pub[i].n, err, sizeof err);
+        catalog_model(&c, pub[i].n, err, sizeof err);
         char name[96];
         snprintf(name, sizeof name, "preset_%s_shape", pub[i].n);
         CHECK(c.vocab_size == pub[i].V && c.hidden_size == pub[i].d && c.intermediate_size == pub[i].f &&
@@ -93,23 +95,23 @@ static void test_presets(void) {
               (long long)config_num_embedding_params(&c));
     }
     /* untied, the 1B model would have one V*d more */
-    config_resolve(&c, "llama3.2-1b", err, sizeof err);
+    catalog_model(&c, "llama3.2-1b", err, sizeof err);
     c.tie_word_embeddings = 0;
     CHECK(config_num_params(&c) == 1498482688LL && config_num_embedding_params(&c) == 128256LL * 2048,
           "preset_llama3.2-1b_untied_adds_lm_head", "%lld", (long long)config_num_params(&c));
     /* tiny by hand: 2*256*128 + 4*(2*128 + 4*128*128 + 3*128*384) + 128 */
-    config_resolve(&c, "tiny", err, sizeof err);
+    catalog_model(&c, "tiny", err, sizeof err);
     CHECK(config_num_params(&c) == 2LL * 256 * 128 + 4LL * (256 + 4 * 128 * 128 + 3 * 128 * 384) + 128,
           "preset_tiny_num_params", "%lld", (long long)config_num_params(&c));
 
-    int rc = config_resolve(&c, "llama-7b", err, sizeof err);
+    int rc = catalog_model(&c, "llama-7b", err, sizeof err);
     CHECK(rc == -1 && strstr(err, "llama-7b") && strstr(err, "tiny") && strstr(err, "llama3.1-8b"),
           "preset_unknown_lists_presets", "rc %d: %s", rc, err);
-    rc = config_resolve(&c, "", err, sizeof err);
+    rc = catalog_model(&c, "", err, sizeof err);
     CHECK(rc == -1 && *err, "preset_empty_name_rejected", "rc %d", rc);
 
     /* config_validate on hand-built configs */
-    config_resolve(&c, "tiny", err, sizeof err);
+    catalog_model(&c, "tiny", err, sizeof err);
     model_config b = c;
     b.num_key_value_heads = 3;
     CHECK(config_validate(&b, err, sizeof err) == -1 && strstr(err, "num_key_value_heads"), "validate_kv_divides_h",
@@ -137,7 +139,7 @@ static void expect_bad_config(const char *name, const char *json, const char *wa
     write_text(p, json);
     model_config c;
     err[0] = 0;
-    int rc = config_resolve(&c, p, err, sizeof err);
+    int rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == -1 && strstr(err, want) && strstr(err, p) && !strchr(err, '\n'), name,
           "rc %d, want an error naming %s and '%s', got: %s", rc, p, want, err);
     printf("#    %s\n", err); /* the message itself, for a reader of the log */
@@ -155,7 +157,7 @@ static void test_hf_config(void) {
                   " \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"max_position_embeddings\": 256,\n"
                   " \"rms_norm_eps\": 1e-06, \"rope_theta\": 500000.0, \"tie_word_embeddings\": false,\n"
                   " \"initializer_range\": 0.01, \"head_dim\": 8}\n");
-    int rc = config_resolve(&c, p, err, sizeof err);
+    int rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0, "hf_config_valid_loads", "rc %d: %s", rc, err);
     CHECK(rc == 0 && c.vocab_size == 512 && c.hidden_size == 64 && c.intermediate_size == 96 &&
               c.num_hidden_layers == 2 && c.num_attention_heads == 8 && c.num_key_value_heads == 2 &&
@@ -167,25 +169,25 @@ static void test_hf_config(void) {
               c.rope.high_freq_factor == 4.0 && c.rope.original_max_position_embeddings == 8192,
           "hf_config_rope_scaling_llama3", "type %d factor %g", c.rope.type, c.rope.factor);
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}}");
-    rc = config_resolve(&c, p, err, sizeof err);
+    rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0 && c.rope.type == ROPE_LINEAR && c.rope.factor == 2.0, "hf_config_rope_scaling_legacy_type_linear",
           "rc %d: %s", rc, err);
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_scaling\": {\"rope_type\": \"default\"}}");
-    rc = config_resolve(&c, p, err, sizeof err);
+    rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0 && c.rope.type == ROPE_NONE, "hf_config_rope_scaling_default_is_none", "rc %d: %s", rc, err);
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_scaling\": null}");
-    rc = config_resolve(&c, p, err, sizeof err);
+    rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0 && c.rope.type == ROPE_NONE, "hf_config_rope_scaling_null", "rc %d: %s", rc, err);
 
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4}");
-    rc = config_resolve(&c, p, err, sizeof err);
+    rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0 && c.num_key_value_heads == 4 && c.rms_norm_eps == 1e-5 && c.rope_theta == 10000.0 &&
               c.initializer_range == 0.02 && c.tie_word_embeddings == 0,
           "hf_config_defaults", "rc %d %s KV %d eps %g theta %g", rc, err, c.num_key_value_heads, c.rms_norm_eps,
           c.rope_theta);
     /* an integer where a float is expected is fine (rope_theta: 10000 in many configs) */
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 4, \"rope_theta\": 10000, \"num_key_value_heads\": null}");
-    rc = config_resolve(&c, p, err, sizeof err);
+    rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0 && c.rope_theta == 10000.0 && c.num_key_value_heads == 4, "hf_config_int_theta_and_null_kv",
           "rc %d: %s", rc, err);
 
@@ -218,7 +220,7 @@ static void test_hf_config(void) {
                       "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"max_position_embeddings\": 256}",
                       "vocab_size");
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"tie_word_embeddings\": true}");
-    rc = config_resolve(&c, p, err, sizeof err);
+    rc = catalog_model(&c, p, err, sizeof err);
     CHECK(rc == 0 && c.tie_word_embeddings == 1, "hf_config_tied_true_loads", "rc %d: %s", rc, err);
     expect_bad_config("hf_config_tied_not_bool",
                       "{" BASE_FIELDS ", \"num_attention_heads\": 8, \"tie_word_embeddings\": \"no\"}",
@@ -269,7 +271,7 @@ static void test_hf_config(void) {
                       "architectures MistralForCausalLM is not supported");
     /* checkpoint tensor names against the config (L = 2) */
     write_text(p, "{" BASE_FIELDS ", \"num_attention_heads\": 8}");
-    config_resolve(&c, p, err, sizeof err);
+    catalog_model(&c, p, err, sizeof err);
     const char *lt[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                         "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     char nbuf[40][64];
@@ -301,7 +303,7 @@ static void test_hf_config(void) {
               !strstr(err, "extra.d"), "ckpt_unknown_tensors_three_named", "rc %d: %s", rc, err);
     printf("#    %s\n", err);
     const char *missing = check_path("nope/config.json");
-    rc = config_resolve(&c, missing, err, sizeof err);
+    rc = catalog_model(&c, missing, err, sizeof err);
     CHECK(rc == -1 && strstr(err, missing), "hf_config_missing_file", "rc %d: %s", rc, err);
 }
 

@@ -2,7 +2,8 @@
  * backward by finite differences, and the ops_null table.
  *
  * What it is: small random shapes (GQA with KV < H, non-square, odd sizes, T = 1, more than one
- * attention row block, more than one RoPE frequency chunk), one CHECK line per property.
+ * attention row block, more than one RoPE frequency chunk, attention scores beyond exp's float
+ * range), one CHECK line per property.
  * What it is not: a benchmark (the SGEMM rate is printed as a '#' line, never asserted) nor a test
  * of the CUDA backend.
  *
@@ -417,13 +418,14 @@ done:
     free(q); free(k); free(v); free(out); free(lse); free(ws); free(dq); free(dk); free(dv); free(ref); free(rl);
 }
 
-/* Attention backward at a realistic head size and several row blocks (the transposed-K/V GEMM
- * path), where per-element FD is too slow: directional derivatives along random unit directions
- * of q, k and v (central differences of the double reference, step 1e-4) against <grad, u>. */
-static void test_attention_directional(int B, int T, int H, int KV, int hd) {
-    char name[160];
+/* Attention backward along random unit directions of q, k and v (central differences of the double
+ * reference, step 1e-4) against <grad, u>: for a realistic head size and several row blocks (the
+ * transposed-K/V GEMM path), where per-element FD is too slow. tag names the inputs in the checks. */
+static void check_directional(const char *tag, const float *q, const float *k, const float *v, int B, int T, int H,
+                              int KV, int hd) {
+    char name[200];
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
-    float *q = frand(nq, 1.5), *k = frand(nk, 1.5), *v = frand(nk, 1.0), *R = frand(nq, 1.0);
+    float *R = frand(nq, 1.0);
     float *out = frand(nq, 1.0), *lse = frand(nl, 1.0), *ws = frand(attention_ws_floats(T), 1.0);
     float *gq = calloc(nq, sizeof(float)), *gk = calloc(nk, sizeof(float)), *gv = calloc(nk, sizeof(float));
     ops_cpu.attention_forward(out, lse, ws, q, k, v, B, T, H, KV, hd);
@@ -446,12 +448,63 @@ static void test_attention_directional(int B, int T, int H, int KV, int hd) {
         double lm = att_obj(&c);
         for (size_t i = 0; i < ns[w]; i++) xs[w][i] += h * u[i] / un;
         double fd = (lp - lm) / (2 * h);
-        snprintf(name, sizeof name, "attention_backward %s directional (FD) B=%d T=%d H=%d KV=%d hd=%d", nm[w], B, T, H, KV, hd);
+        snprintf(name, sizeof name, "attention_backward %s directional (FD)%s B=%d T=%d H=%d KV=%d hd=%d", nm[w], tag, B, T,
+                 H, KV, hd);
         check_err(name, fabs(fd - gu) / fmax(fabs(fd), 1e-3), 1e-3);
         free(u);
     }
-    free(q); free(k); free(v); free(R); free(out); free(lse); free(ws); free(gq); free(gk); free(gv);
+    free(R); free(out); free(lse); free(ws); free(gq); free(gk); free(gv);
     free(dq); free(dk); free(dv); free(dR); free(tmp);
+}
+
+static void test_attention_directional(int B, int T, int H, int KV, int hd) {
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    float *q = frand(nq, 1.5), *k = frand(nk, 1.5), *v = frand(nk, 1.0);
+    check_directional("", q, k, v, B, T, H, KV, hd);
+    free(q); free(k); free(v);
+}
+
+/* Scores far outside exp's float range (|s| = 100..1000, both signs in every head and row block): the
+ * softmax is exact only if each row is shifted by its maximum before exp, which the small random
+ * inputs above never need (exp(1000) overflows, exp(-1000) underflows to the clamp, and both make
+ * every weight of a row equal). The scores are exact in fp32 so the kernel's only error is its own:
+ * integer q and k, hd = 16 (scale 1/4), key dimension 0 = 4 and query dimension 0 = the row's offset
+ * +-(100..1000), the other dimensions -2..2, so s = offset + (a spread of a few units: a softmax
+ * over several keys, not one). Outputs and lse must be finite and equal the max-shifted double
+ * reference; the backward, which recomputes P from lse, is checked along directions. */
+static void test_attention_large_scores(int B, int T, int H, int KV) {
+    const int hd = 16;
+    char name[160], shape[80];
+    snprintf(shape, sizeof shape, "B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    float *q = xmalloc(nq * sizeof(float)), *k = xmalloc(nk * sizeof(float)), *v = frand(nk, 1.0);
+    for (size_t r = 0; r < nq / hd; r++) {
+        int sign = (r + r / H) % 2 ? -1 : 1;   /* alternating over heads and over positions */
+        q[r * hd] = (float)(sign * (100 + irand(901)));
+        for (int e = 1; e < hd; e++) q[r * hd + e] = (float)(irand(5) - 2);
+    }
+    for (size_t r = 0; r < nk / hd; r++) {
+        k[r * hd] = 4.0f;
+        for (int e = 1; e < hd; e++) k[r * hd + e] = (float)(irand(5) - 2);
+    }
+    float *out = frand(nq, 1.0), *lse = frand(nl, 1.0), *ws = frand(attention_ws_floats(T), 1.0);
+    double *dq = todouble(q, nq), *dk = todouble(k, nk), *dv = todouble(v, nk);
+    double *ref = dzeros(nq), *rl = dzeros(nl);
+    ref_attention(ref, rl, dq, dk, dv, B, T, H, KV, hd);
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < nl; i++) { lo = fmin(lo, rl[i]); hi = fmax(hi, rl[i]); }
+    ops_cpu.attention_forward(out, lse, ws, q, k, v, B, T, H, KV, hd);
+    int finite = 1;
+    for (size_t i = 0; i < nq; i++) finite &= isfinite(out[i]) != 0;
+    for (size_t i = 0; i < nl; i++) finite &= isfinite(lse[i]) != 0;
+    snprintf(name, sizeof name, "attention_forward large scores finite %s", shape);
+    CHECK(finite && lo < -99 && hi > 99, name, "a non-finite output or lse (lse of the reference %.1f..%.1f)", lo, hi);
+    snprintf(name, sizeof name, "attention_forward large scores out %s", shape);
+    check_err(name, relerr(out, ref, nq), TOL_FWD);
+    snprintf(name, sizeof name, "attention_forward large scores lse %s", shape);
+    check_err(name, relerr(lse, rl, nl), TOL_FWD);
+    check_directional(" large scores", q, k, v, B, T, H, KV, hd);
+    free(q); free(k); free(v); free(out); free(lse); free(ws); free(dq); free(dk); free(dv); free(ref); free(rl);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -803,6 +856,8 @@ int main(void) {
     test_attention(1, 200, 8, 2, 16, 0); /* four row blocks, forward only (FD would be slow) */
     test_attention_directional(1, 160, 4, 2, 16);  /* realistic head size, 3 row blocks, GQA */
     test_attention_directional(2, 130, 2, 2, 32);  /* MHA, partial last block */
+    test_attention_large_scores(2, 70, 4, 2);      /* GQA, two row blocks */
+    test_attention_large_scores(1, 9, 3, 3);       /* MHA, one partial block */
     test_swiglu();
     test_ce(6, 11, 3);
     test_ce(5, 7, 2);

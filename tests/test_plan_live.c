@@ -11,6 +11,7 @@
 #include "core/engine/model.h"
 #include "core/engine/optim.h"
 #include "core/run/plan_report.h"
+#include "core/job/catalog.h"
 #include <fcntl.h>
 #include <mpi.h>
 #include <string.h>
@@ -98,7 +99,7 @@ int main(int argc, char **argv) {
     cli_set_program("train");
     model_config c;
     char err[256];
-    if (config_resolve(&c, MODEL, err, sizeof err)) { printf("FAIL plan_live_config: %s\n", err); return 1; }
+    if (catalog_model(&c, MODEL, err, sizeof err)) { printf("FAIL plan_live_config: %s\n", err); return 1; }
     for (int i = 0; i < B * T; i++) { g_in[i] = (i * 7 + 3) % c.vocab_size; g_tg[i] = (i * 11 + 5) % c.vocab_size; }
     model_opts mo = {.B = B, .T = T, .sequence_parallel = 1, .sp_local = 1, .prefetch = 1}; /* build/train's defaults */
 

@@ -8,6 +8,7 @@
 #include "core/formats/config.h"
 #include "kernels/kernels.h"
 #include "tests/check.h"
+#include "core/job/catalog.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ static double max_rel(const double *a, const double *b, int n) {
 static model_config tiny_cfg(rope_scaling r) {
     model_config c;
     char err[256];
-    config_resolve(&c, "tiny", err, sizeof err); /* d 128, H 8: hd 16, theta 10000 */
+    catalog_model(&c, "tiny", err, sizeof err); /* d 128, H 8: hd 16, theta 10000 */
     c.rope = r;
     return c;
 }
@@ -129,7 +130,7 @@ static void test_presets(void) {
     for (int k = 0; k < 3; k++) {
         model_config c;
         char err[256], name[96];
-        int rc = config_resolve(&c, p[k], err, sizeof err);
+        int rc = catalog_model(&c, p[k], err, sizeof err);
         int hd = c.hidden_size / c.num_attention_heads, band[3];
         double got[256], want[256];
         config_rope_inv_freq(&c, got);

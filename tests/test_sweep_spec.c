@@ -12,6 +12,7 @@
 #include "core/sweep/runner.h"
 #include "core/sweep/spec.h"
 #include "tests/check.h"
+#include "core/common/files.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -435,7 +436,7 @@ static void test_launch(void) {
 
     char path[300];
     snprintf(path, sizeof path, "%s/a.json", dir);
-    rc = sweep_write_atomic(path, "{}\n", 3);
+    rc = files_write_atomic(path, "{}\n", 3);
     int entries = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -451,7 +452,7 @@ static void test_launch(void) {
     CHECK(rc == 0 && entries == 0 && strcmp(buf, "{}\n") == 0, "write_atomic", "rc %d temps %d content '%s'", rc,
           entries, buf);
     snprintf(path, sizeof path, "%s/missing/a.json", dir);
-    CHECK(sweep_write_atomic(path, "x", 1) == -1, "write_atomic_error", "wrote into a missing folder");
+    CHECK(files_write_atomic(path, "x", 1) == -1, "write_atomic_error", "wrote into a missing folder");
 
     /* clean up */
     snprintf(path, sizeof path, "%s/a.json", dir);

@@ -1,5 +1,5 @@
 /* core/common/cleanup.h — nothing half-written stays behind: the temp files of the atomic writers
- * (record_write_atomic, the safetensors writer) are registered while they exist, and SIGINT/SIGTERM
+ * (files_write_json, the safetensors writer) are registered while they exist, and SIGINT/SIGTERM
  * during a phase that writes (--save) remove them at once, in the handler, before anything else.
  * The handler only unlinks and notes the signal (async-signal-safe); the writer sees
  * cleanup_signal() != 0 at its next check, gives up, and the program says what happened.
@@ -15,7 +15,7 @@ void cleanup_all(void);
 /* SIGINT and SIGTERM remove the registered temp files and are noted, from _on until _off */
 void cleanup_signals_on(void);
 void cleanup_signals_off(void);
-/* A writing phase of a writer that may run with or without a phase around it (record_write_atomic):
+/* A writing phase of a writer that may run with or without a phase around it (files_write_json):
  * begin turns the handling on when it is off and returns 1 then (0 when it was on already); end with
  * that result turns it off again and raises a signal noted meanwhile once more, so the process ends as
  * that signal would have ended it, its temp file already removed. */

@@ -1,8 +1,9 @@
 /* core/common/cli.c — see cli.h. */
 #include "core/common/cli.h"
 #include "core/common/errmsg.h"
-#include "core/formats/config.h"
+#include "core/common/parse.h"
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *g_prog = "meshsweep";
@@ -22,7 +23,10 @@ void cli_say(const char *fmt, ...) {
     fprintf(stderr, "%s: %s\n", g_prog, line);
 }
 
-int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char *err, size_t errlen) {
+int cli_parse(const cli_opt *opts, int n, void *dst, unsigned char *given, int argc, char **argv, char *err,
+              size_t errlen) {
+    unsigned char seen[256] = {0};
+    if (n > (int)sizeof seen) { snprintf(err, errlen, "internal: more than %zu options", sizeof seen); return -1; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) {
@@ -37,9 +41,11 @@ int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char
         memcpy(name, a + 2, nl);
         name[nl] = 0;
         if (eq) val = eq + 1;
-        const cli_opt *d = NULL;
-        for (int k = 0; k < n; k++) if (!strcmp(opts[k].name, name)) d = &opts[k];
-        if (!d) { snprintf(err, errlen, "unknown option '--%s' (see --help)", name); return -1; }
+        int di = -1;
+        for (int k = 0; k < n; k++) if (!strcmp(opts[k].name, name)) di = k;
+        if (di < 0) { snprintf(err, errlen, "unknown option '--%s' (see --help)", name); return -1; }
+        const cli_opt *d = &opts[di];
+        seen[di] = 1;
         char *p = (char *)dst + d->off;
         if (d->type == CLI_ON || d->type == CLI_OFF) {
             if (val) { snprintf(err, errlen, "option --%s takes no value", name); return -1; }
@@ -49,7 +55,7 @@ int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char
         if (d->type == CLI_OPT) {
             if (!val && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) val = argv[++i];
             if (val && !*val) { snprintf(err, errlen, "option --%s: empty value", name); return -1; }
-            *(const char **)p = val ? val : "";
+            *(const char **)p = val ? val : d->bare ? d->bare : "";
             continue;
         }
         if (!val) {
@@ -86,7 +92,50 @@ int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char
             break;
         }
     }
+    if (given) memcpy(given, seen, (size_t)n);
     return 0;
+}
+
+/* the shortest decimal that reads back as x */
+static void shortest(char *buf, size_t cap, double x) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+}
+
+void cli_value_text(const cli_opt *o, const void *dst, char *out, size_t cap) {
+    const char *p = (const char *)dst + o->off;
+    switch (o->type) {
+    case CLI_INT: snprintf(out, cap, "%d", *(const int *)p); break;
+    case CLI_LL: snprintf(out, cap, "%lld", *(const long long *)p); break;
+    case CLI_DBL: snprintf(out, cap, "%.17g", *(const double *)p); break;
+    case CLI_ON:
+    case CLI_OFF: snprintf(out, cap, "%s", *(const int *)p < 0 ? "default" : *(const int *)p ? "on" : "off"); break;
+    default: snprintf(out, cap, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
+    }
+}
+
+int cli_unparse(const cli_opt *o, const void *dst, int (*push)(void *ctx, const char *arg), void *ctx) {
+    const char *p = (const char *)dst + o->off;
+    char flag[80], val[64];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    const char *v = val;
+    switch (o->type) {
+    case CLI_ON:
+    case CLI_OFF:
+        if (*(const int *)p != (o->type == CLI_ON)) return 0;
+        return push(ctx, flag) ? -1 : 1;
+    case CLI_INT: snprintf(val, sizeof val, "%d", *(const int *)p); break;
+    case CLI_LL: snprintf(val, sizeof val, "%lld", *(const long long *)p); break;
+    case CLI_DBL: shortest(val, sizeof val, *(const double *)p); break;
+    default:
+        v = *(const char *const *)p;
+        if (!v) return 0;
+        if (o->type == CLI_OPT && o->bare && !strcmp(v, o->bare)) return push(ctx, flag) ? -1 : 1;
+        break;
+    }
+    return push(ctx, flag) || push(ctx, v) ? -1 : 2;
 }
 
 void cli_usage(FILE *f, const cli_opt *opts, int n) {

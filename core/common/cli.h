@@ -1,5 +1,7 @@
-/* core/common/cli.h — one table of options drives both the parser and --help (style.md), for every program
- * (build/train, build/commbench). `--name value` and `--name=value`; flags take no value.
+/* core/common/cli.h — one table of options drives the parser, --help and, inverted, the command line that
+ * sets them (style.md), for every program (build/train's table is core/job/options.c). `--name value` and
+ * `--name=value`; flags take no value; an option given twice
+ * takes its last value (and of a flag pair, --x and --no-x, the last given wins), as getopt does.
  * Not here: what the values mean (each program checks ranges and combinations itself). */
 #ifndef MESHSWEEP_CLI_H
 #define MESHSWEEP_CLI_H
@@ -18,17 +20,37 @@ typedef enum {
                 * "" says bare; the program gives it its meaning) */
 } cli_type;
 
+/* What the ranks of one launch must share of an option (cli_opt.flags; core/job/job.c compares them) */
+enum {
+    CLI_SHARED = 0,        /* the value itself */
+    CLI_LOCAL = 1,         /* not compared: one rank acts on it (--out, --log-every, --help) */
+    CLI_PATH = 2,          /* a file: compared by kind (given, synthetic); its bytes are compared apart */
+    CLI_NAME_OR_PATH = 4,  /* a name, or a file when it is not one of the names (--model) */
+};
+
 typedef struct cli_opt {
     const char *name;   /* without the leading -- */
     cli_type type;
     size_t off;         /* offsetof the field in the program's options struct */
     const char *meta;   /* value placeholder in --help (NULL for flags) */
     const char *help;
+    unsigned flags;     /* CLI_LOCAL, CLI_PATH, CLI_NAME_OR_PATH (0: shared as it is) */
+    const char *key;    /* who sets it when another program writes the command line (the sweep: its spec key),
+                         * NULL when it is free */
+    const char *bare;   /* CLI_OPT: the value the bare flag stands for */
 } cli_opt;
 
-/* Parse argv[1..] into dst. -1 with one line in err on: an argument not starting with --, an
- * unknown option, a flag given a value, a missing, empty or malformed value. */
-int cli_parse(const cli_opt *opts, int n, void *dst, int argc, char **argv, char *err, size_t errlen);
+/* Parse argv[1..] into dst; given[i] (when not NULL, n entries) is set to 1 for each option i that
+ * appeared. -1 with one line in err on: an argument not starting with --, an unknown option, a flag given
+ * a value, a missing, empty or malformed value. An option given again overrides the earlier value. */
+int cli_parse(const cli_opt *opts, int n, void *dst, unsigned char *given, int argc, char **argv, char *err,
+              size_t errlen);
+/* The inverse for one option: its current value in dst as command-line text ("--name", then the value
+ * when it takes one; a flag only when dst holds what it sets; a CLI_OPT holding its bare value as the
+ * bare flag). Calls push once per argument; returns the number of arguments, or -1 when push failed. */
+int cli_unparse(const cli_opt *o, const void *dst, int (*push)(void *ctx, const char *arg), void *ctx);
+/* The value of option o in dst as text, exactly ("%.17g" for numbers, "on"/"off" for a flag's field) */
+void cli_value_text(const cli_opt *o, const void *dst, char *out, size_t cap);
 /* Errors of a program: one line "PROG: message" on stderr, printed only where rank0 is set (under
  * MPI every rank parses the same argv, so one rank speaks for all). */
 void cli_set_program(const char *prog);

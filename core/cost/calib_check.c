@@ -7,7 +7,7 @@
 #include "core/cost/calib_run.h"
 #include "core/cost/calibrate.h"
 #include "core/engine/comm.h"
-#include "core/run/record.h"
+#include "core/common/files.h"
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -127,7 +127,7 @@ int cost_check(const cost_calib_opts *o) {
         pts = NULL;
         fprintf(stderr, "calibrate: machine check against %s (calibrated %s): compute x%.2f, collectives x%.2f now (load %.2f)\n",
                 o->check, m.calibrated, cg, mg, l[0]);
-        if (o->out) rc = record_write_atomic(o->out, j, err, sizeof err) ? 1 : 0;
+        if (o->out) rc = files_write_json(o->out, j, err, sizeof err) ? 1 : 0;
         else { char *s = json_dumps(j, JSON_INDENT(2)); if (s) puts(s); free(s); }
         if (rc) fprintf(stderr, "calibrate: %s\n", err);
         json_decref(j);

@@ -87,7 +87,7 @@ static int alloc_bufs(const ops_t *o, const cost_event *e, bufs *b) {
     return rc;
 }
 
-static void run(const ops_t *o, const cost_event *e, bufs *b) {
+static void run_op(const ops_t *o, const cost_event *e, bufs *b) {
     const int64_t *d = e->dim;
     float **f = b->f;
     int A = (int)d[0], B = (int)d[1], C = (int)d[2], D = (int)d[3], E = (int)d[4];
@@ -164,7 +164,7 @@ static int alloc_sets(const ops_t *o, const cost_event *e, sets *v) {
     return v->n ? 0 : -1;
 }
 /* rep r of a loop: the next set */
-static void run_rep(const ops_t *o, const cost_event *e, sets *v, long r) { run(o, e, &v->s[r % v->n]); }
+static void run_rep(const ops_t *o, const cost_event *e, sets *v, long r) { run_op(o, e, &v->s[r % v->n]); }
 
 static int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -275,7 +275,7 @@ double cost_calib_sequence_us(const ops_t *o, const cost_event *ev, size_t n, in
             if (together) cost_calib_idle_barrier();
             double t0 = comm_now_ms();
             for (size_t i = 0; i < n; i++)
-                if (idx[i] != (size_t)-1) run(o, &d[idx[i]], &v[idx[i]]);
+                if (idx[i] != (size_t)-1) run_op(o, &d[idx[i]], &v[idx[i]]);
             o->synchronize();
             us = (comm_now_ms() - t0) * 1e3;
             if (together) MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -290,10 +290,10 @@ double cost_calib_launch_us(const ops_t *o) {
     bufs b;
     if (alloc_bufs(o, &e, &b)) return 0;
     enum { N = 2000 };
-    run(o, &e, &b);
+    run_op(o, &e, &b);
     o->synchronize();
     double t0 = comm_now_ms();
-    for (int i = 0; i < N; i++) run(o, &e, &b);
+    for (int i = 0; i < N; i++) run_op(o, &e, &b);
     double us = (comm_now_ms() - t0) * 1e3 / N;
     o->synchronize();
     free_bufs(o, &b);

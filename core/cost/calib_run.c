@@ -2,11 +2,11 @@
  * machine into its machine file, or re-measure a few of a file's points to say how far the machine has
  * drifted from it. Every rank calls these (MPI started by the caller). */
 #include "core/cost/calib_run.h"
+#include "core/common/files.h"
 #include "core/cost/calibrate.h"
 #include "core/cost/predict.h"
 #include "core/engine/comm.h"
-#include "core/run/metrics.h"
-#include "core/run/record.h"
+#include "core/job/metrics.h"
 #ifdef MESHSWEEP_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -189,7 +189,7 @@ int cost_calibrate(const cost_calib_opts *o) {
     cost_workload w = {0};
     int bad = 0;
     if (rank == 0) {
-        for (int i = 0; i < o->nspecs && !bad; i++) bad = cost_workload_add_spec(&w, o->specs[i], err, sizeof err) != 0;
+        for (int i = 0; i < o->nspecs && !bad; i++) bad = o->add_spec(&w, o->specs[i], err, sizeof err) != 0;
         if (!bad && o->model)
             bad = cost_workload_add_run(&w, o->model, world, o->tp, o->batch, o->seq_len,
                                         o->ops->cbytes == 2 ? DTYPE_BF16 : DTYPE_F32,
@@ -265,7 +265,7 @@ int cost_calibrate(const cost_calib_opts *o) {
         m.async = device;
         set_sources(&m, date, device);
         json_t *j = cost_machine_to_json(&m);
-        rc = record_write_atomic(o->out, j, err, sizeof err) ? 1 : 0;
+        rc = files_write_json(o->out, j, err, sizeof err) ? 1 : 0;
         json_decref(j);
         if (rc) fprintf(stderr, "calibrate: %s\n", err);
         else fprintf(stderr, "calibrate: wrote %s (%d GEMMs, %d collective tables, %.0f s, load %.2f -> %.2f)\n", o->out,

@@ -8,12 +8,15 @@
 #ifndef MESHSWEEP_COST_CALIB_RUN_H
 #define MESHSWEEP_COST_CALIB_RUN_H
 #include "kernels/kernels.h"
+#include <stddef.h>
+struct cost_workload;
 
 typedef struct cost_calib_opts {
     const ops_t *ops;        /* the backend measured */
     const char *out;         /* the machine file (or the check's JSON; NULL: stdout) */
-    const char *specs[8];    /* sweep specs whose steps are measured */
+    const char *specs[8];    /* sweep specs whose steps are measured, each added to the workload by */
     int nspecs;
+    int (*add_spec)(struct cost_workload *w, const char *spec, char *err, size_t errlen);  /* (core/sweep/calib_spec.h) */
     int quick;               /* a tiny grid and short timings (tests) */
     int verbose;
     const char *build;       /* build identity recorded in the file; NULL: the compiler */

@@ -26,9 +26,6 @@ void cost_workload_free(cost_workload *w);
 /* add the distinct events of trace t (and, when whole, its ops in order as one more step of seq); -1 out
  * of memory */
 int cost_workload_add(cost_workload *w, const cost_trace *t, int whole);
-/* the steps of every mesh of a sweep spec (its batch: the plan's max under its budget, or as given)
- * for rank 0 and the last rank; -1 with a message */
-int cost_workload_add_spec(cost_workload *w, const char *spec_path, char *err, size_t errlen);
 /* the step of one run (model preset or HF config, world, tp, batch per DP rank, sequence length, compute
  * precision, CUDA's flash attention) for rank 0 and the last rank; -1 with a message */
 int cost_workload_add_run(cost_workload *w, const char *model, int world, int tp, int batch, int seq_len, dtype_t dtype,

@@ -1,7 +1,8 @@
 /* core/cost/predict.c — the predicted step of a mesh, its JSON and its lines (see predict.h), and which
  * machine model a program uses. */
 #include "core/cost/predict.h"
-#include "core/run/metrics.h"
+#include "core/job/metrics.h"
+#include "core/job/catalog.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,28 +101,6 @@ void cost_prediction_print(FILE *f, const cost_prediction *p, const cost_machine
     json_decref(est);
 }
 
-int cost_exe_dir(char *out, size_t cap) {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return -1;
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash) return -1;
-    *slash = 0;
-    if (strlen(self) >= cap) return -1;
-    memcpy(out, self, strlen(self) + 1);
-    return 0;
-}
-
-int cost_local_machine_path(const char *build_dir, char *out, size_t cap) {
-    char host[64] = {0};
-    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "unknown");
-    for (char *c = host; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int w = snprintf(out, cap, "%s/machines/%s-%ldc.json", build_dir, host, cores > 0 ? cores : 0);
-    return w < 0 || (size_t)w >= cap ? -1 : 0;
-}
-
 static int is_file_spec(const char *s) {
     size_t n = strlen(s);
     return strchr(s, '/') || (n > 5 && !strcmp(s + n - 5, ".json")) || access(s, F_OK) == 0;
@@ -152,7 +131,7 @@ int cost_machine_resolve(const char *spec, const char *gpu, const char *build_di
     }
     if (gpu && cost_machine_shipped(gpu, m) == 0) { *from = "shipped"; return 1; }
     char path[4200];
-    if (!build_dir || cost_local_machine_path(build_dir, path, sizeof path) || access(path, R_OK) != 0) return 0;
+    if (!build_dir || catalog_machine_path(build_dir, path, sizeof path) || access(path, R_OK) != 0) return 0;
     if (cost_machine_load(path, m, err, errlen)) return -1;
     *from = "calibrated";
     return 1;

@@ -37,12 +37,8 @@ void cost_prediction_print(FILE *f, const cost_prediction *p, const cost_machine
 
 /* Which machine: `spec` (--machine NAME|FILE; "none": none), else $MESHSWEEP_MACHINE (a file; "none": none), else the shipped model
  * of `gpu` (--gpu NAME, or the CUDA device's table name), else this host's calibrated file under
- * build_dir (cost_local_machine_path) when it exists. 1 found (*from says which: "shipped", "file",
+ * build_dir (catalog_machine_path, core/job/catalog.h) when it exists. 1 found (*from says which: "shipped", "file",
  * "calibrated"), 0 none (no prediction), -1 bad --machine / machine file (one line in err: exit 2). */
 int cost_machine_resolve(const char *spec, const char *gpu, const char *build_dir, cost_machine *m, const char **from,
                          char *err, size_t errlen);
-/* build_dir/machines/HOST-Nc.json: this host's calibration (host name, online cores); -1 if too long */
-int cost_local_machine_path(const char *build_dir, char *out, size_t cap);
-/* The folder of the running program (/proc/self/exe), where build/machines/ lives; -1 if unknown */
-int cost_exe_dir(char *out, size_t cap);
 #endif

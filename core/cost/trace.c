@@ -248,7 +248,7 @@ static void r_to_compute(void *x, void *d, const float *s, size_t n) {
     op(x, COST_TO_COMPUTE, (int64_t)n, 0, 0, 0, 0, 0);
 }
 
-/* The step as core/run/run.c times it (step_loop): forward and backward, the loss summed over the DP
+/* The step as core/run/run.c times it (its step loop): forward and backward, the loss summed over the DP
  * group on the host, the optimizer step with its gradient-norm all-reduce over the world — replayed by
  * a planner engine (ops_null, a plan arena, null groups) whose trace appends the events; set-up
  * (model_init) and tear-down are not part of the step and are not recorded. */

@@ -25,6 +25,7 @@
 #include "core/engine/model.h"
 #include "core/engine/init.h"
 #include "core/engine/mem.h"
+#include "core/common/parse.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

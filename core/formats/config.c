@@ -1,6 +1,6 @@
-/* core/formats/config.c — model configurations: the presets, HF config.json loading (strict), validation,
- * parameter counts, and the small strict parsers (sizes, integers, doubles) the programs share.
- * Not the training options (bench/train.c) and not the sweep spec (bench/sweep.c). */
+/* core/formats/config.c — model configurations: HF config.json loading (strict), validation, parameter
+ * counts, the record's JSON of a config. Not the presets (core/job/catalog.c), not the training options
+ * (core/job/options.c), not the sweep spec (core/sweep/spec.c). */
 #include "core/formats/config.h"
 #include "core/common/errmsg.h"
 
@@ -14,33 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* ---------------------------------------------------------------------------------------------
- * Presets. tiny and small keep H, KV and f divisible by 8 so every 8-rank mesh (1x8 .. 8x1) is a
- * valid tensor-parallel split. The Llama 3 presets carry the published configs (shapes, rope_theta
- * 500000 and rope_scaling llama3: factor 32 for 3.2 1B/3B, 8 for 3.1 8B, low 1, high 4, original 8192),
- * and the 3.2 models tie lm_head to embed_tokens, as published. */
-typedef struct preset { // NOLINT(clang-analyzer-optin.performance.Padding): a five-row table, in reading order
-    const char *name;
-    int V, d, f, L, H, KV, max_pos;
-    double theta, llama3_factor; /* 0: no rope_scaling */
-    int tied;
-} preset;
-
-static const preset presets[] = {
-    {"tiny", 256, 128, 384, 4, 8, 8, 1024, 10000.0, 0, 0},
-    {"small", 256, 256, 768, 6, 8, 8, 2048, 10000.0, 0, 0},
-    {"llama3.2-1b", 128256, 2048, 8192, 16, 32, 8, 131072, 500000.0, 32.0, 1},
-    {"llama3.2-3b", 128256, 3072, 8192, 28, 24, 8, 131072, 500000.0, 32.0, 1},
-    {"llama3.1-8b", 128256, 4096, 14336, 32, 32, 8, 131072, 500000.0, 8.0, 0},
-};
 const char *const rope_type_names[ROPE_NTYPES] = {"none", "linear", "llama3"};
-#define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-const char *const config_presets[] = {"tiny", "small", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b", NULL};
-_Static_assert(sizeof config_presets / sizeof config_presets[0] == sizeof presets / sizeof presets[0] + 1,
-               "config_presets must list every preset");
-
-static void defaults(model_config *c) {
+void config_defaults(model_config *c) {
     memset(c, 0, sizeof *c);
     c->rms_norm_eps = 1e-5;
     c->rope_theta = 10000.0;
@@ -323,7 +299,7 @@ static int json_refusals(const char *file, json_t *root, char *err, size_t errle
 }
 
 static int load_hf_config(model_config *c, const char *path, char *err, size_t errlen) {
-    defaults(c);
+    config_defaults(c);
     /* a folder, FIFO or device is not a config: reading one would fail obscurely, block or never end */
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
@@ -398,50 +374,8 @@ out:
     return rc;
 }
 
-static int resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
-    if (!name_or_path || !*name_or_path) {
-        errmsg_set(err, errlen, "model: empty name (presets: tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b, or a "
-                             "path to an HF config.json)");
-        return -1;
-    }
-    size_t n = strlen(name_or_path);
-    if (strchr(name_or_path, '/') || (n >= 5 && strcmp(name_or_path + n - 5, ".json") == 0))
-        return load_hf_config(c, name_or_path, err, errlen);
-    for (int i = 0; i < NPRESETS; i++) {
-        const preset *p = &presets[i];
-        if (strcmp(p->name, name_or_path) != 0) continue;
-        defaults(c);
-        snprintf(c->name, sizeof c->name, "%s", p->name);
-        c->vocab_size = p->V;
-        c->hidden_size = p->d;
-        c->intermediate_size = p->f;
-        c->num_hidden_layers = p->L;
-        c->num_attention_heads = p->H;
-        c->num_key_value_heads = p->KV;
-        c->max_position_embeddings = p->max_pos;
-        c->rope_theta = p->theta;
-        c->tie_word_embeddings = p->tied;
-        if (p->llama3_factor > 0)
-            c->rope = (rope_scaling){ROPE_LLAMA3, p->llama3_factor, 1.0, 4.0, 8192};
-        return config_validate(c, err, errlen);
-    }
-    char list[256] = "";
-    for (int i = 0; config_presets[i]; i++) {
-        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-        strncat(list, config_presets[i], sizeof list - strlen(list) - 1);
-    }
-    errmsg_set(err, errlen, "unknown model '%s' (presets: %s; or a path to an HF config.json)", name_or_path, list);
-    return -1;
-}
-
-int config_is_preset(const char *name) {
-    for (int i = 0; name && config_presets[i]; i++)
-        if (!strcmp(config_presets[i], name)) return 1;
-    return 0;
-}
-
-int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen) {
-    int rc = resolve(c, name_or_path, err, errlen);
+int config_load_file(model_config *c, const char *path, char *err, size_t errlen) {
+    int rc = load_hf_config(c, path, err, errlen);
     if (rc != 0) errmsg_one_line(err, errlen);
     return rc;
 }
@@ -533,72 +467,5 @@ int config_check_tensor_names(const model_config *c, const char *path, const cha
         errmsg_one_line(err, errlen);
         return -2;
     }
-    return 0;
-}
-
-/* ---- strict parsers ---------------------------------------------------------------------- */
-
-int parse_size(const char *s, uint64_t *out) {
-    if (!s || !*s) return -1;
-    const char *p = s;
-    uint64_t ip = 0, frac = 0, frac_scale = 1;
-    int nd = 0;
-    while (*p >= '0' && *p <= '9') {
-        if (__builtin_mul_overflow(ip, 10u, &ip) || __builtin_add_overflow(ip, (uint64_t)(*p - '0'), &ip))
-            return -1;
-        p++, nd++;
-    }
-    if (*p == '.') {
-        p++;
-        int nf = 0;
-        while (*p >= '0' && *p <= '9') {
-            if (nf >= 18) return -1; /* more precision than bytes need; keeps frac_scale in range */
-            frac = frac * 10 + (uint64_t)(*p - '0');
-            frac_scale *= 10;
-            p++, nf++;
-        }
-        if (nf == 0) return -1;
-        nd += nf;
-    }
-    if (nd == 0) return -1;
-    static const struct { const char *suf; uint64_t mult; } sufs[] = {
-        {"", 1}, {"B", 1},
-        {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
-        {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-    };
-    uint64_t mult = 0;
-    for (size_t i = 0; i < sizeof sufs / sizeof sufs[0]; i++)
-        if (strcmp(p, sufs[i].suf) == 0) mult = sufs[i].mult;
-    if (!mult) return -1;
-    uint64_t whole;
-    if (__builtin_mul_overflow(ip, mult, &whole)) return -1;
-    if (frac) {
-        /* exact: frac/frac_scale * mult must be a whole number of bytes */
-        unsigned __int128 num = (unsigned __int128)frac * mult;
-        if (num % frac_scale != 0) return -1;
-        unsigned __int128 add = num / frac_scale;
-        if (add > UINT64_MAX || __builtin_add_overflow(whole, (uint64_t)add, &whole)) return -1;
-    }
-    *out = whole;
-    return 0;
-}
-
-int parse_int(const char *s, long long lo, long long hi, long long *out) {
-    if (!s || !*s || !(*s == '-' || *s == '+' || (*s >= '0' && *s <= '9'))) return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-int parse_double(const char *s, double *out) {
-    if (!s || !*s || !(*s == '-' || *s == '+' || *s == '.' || (*s >= '0' && *s <= '9'))) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*end || end == s || !isfinite(v) || (errno == ERANGE && fabs(v) > 1.0)) return -1;
-    *out = v;
     return 0;
 }

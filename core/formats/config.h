@@ -1,5 +1,5 @@
-/* core/formats/config.h — model configuration (HF LlamaConfig names), presets and HF config.json loading.
- * Not the training options (bench/train.c) and not the sweep spec (bench/sweep.c). */
+/* core/formats/config.h — model configuration (HF LlamaConfig names) and HF config.json loading.
+ * Not the presets (core/job/catalog.h), not the training options (core/job/options.c). */
 #ifndef MESHSWEEP_CONFIG_H
 #define MESHSWEEP_CONFIG_H
 #include <stddef.h>
@@ -33,11 +33,12 @@ typedef struct model_config {
     double initializer_range;      /* 0.02 */
 } model_config;
 
-/* Resolve a preset name (tiny, small, llama3.2-1b, llama3.2-3b, llama3.1-8b) or a path to an HF
- * config.json. On error writes one line into err (no trailing newline) and returns -1. */
-/* is name one of config_presets? (else --model is a path to a config.json) */
-int config_is_preset(const char *name);
-int config_resolve(model_config *c, const char *name_or_path, char *err, size_t errlen);
+/* The defaults of HF's LlamaConfig for the fields a config may leave out (rms_norm_eps 1e-5, rope_theta
+ * 10000, untied, initializer_range 0.02); the sizes zero. */
+void config_defaults(model_config *c);
+/* Load an HF config.json strictly (refused fields and types named) and validate it. On error one line in
+ * err naming the file, and -1. Presets are core/job/catalog.h (catalog_model takes either). */
+int config_load_file(model_config *c, const char *path, char *err, size_t errlen);
 /* Check internal consistency (positive sizes, d mod H, H mod KV, even head dim, ...). */
 int config_validate(const model_config *c, char *err, size_t errlen);
 /* RoPE inverse frequencies inv_freq[i] = theta^(-2i/hd), i < hd/2, with rope_scaling applied, in double
@@ -52,19 +53,10 @@ int config_check_tensor_names(const model_config *c, const char *path, const cha
  * null or {rope_type, factor[, low_freq_factor, high_freq_factor, original_max_position_embeddings]}. */
 struct json_t;
 struct json_t *config_to_json(const model_config *c);
-/* Names of the presets, NULL-terminated. */
-extern const char *const config_presets[];
 /* Parameter counts of the full (unsharded) model: total (a tied embedding counted once) and embedding
  * (embed_tokens when untied; 0 when tied, where the one tensor does lm_head's work and counts as it in
  * FLOPs per token = 6·(N − N_embedding) + ...). */
 int64_t config_num_params(const model_config *c);
 int64_t config_num_embedding_params(const model_config *c);
 
-/* Parse a memory size: "96MiB", "80GB", "80GiB", "512KiB", "1.5GiB", "1000" (bytes). Suffixes:
- * B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB (powers of 1024). Case-sensitive as written.
- * Returns 0 and *out on success, -1 on anything else (empty, negative, garbage, overflow). */
-int parse_size(const char *s, uint64_t *out);
-/* Strict integer / double parsing of a whole string; -1 on error. */
-int parse_int(const char *s, long long lo, long long hi, long long *out);
-int parse_double(const char *s, double *out);
 #endif

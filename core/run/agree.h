@@ -22,6 +22,7 @@
 #define MESHSWEEP_AGREE_H
 #include <jansson.h>
 #include <stddef.h>
+#include "core/job/job.h"
 
 /* Collective over MPI_COMM_WORLD, after MPI_Init: rank, world, host names and affinities of all
  * ranks. prog is the prefix of the printed line. 0, or -1 when out of host memory (then the map is
@@ -57,8 +58,8 @@ int agree_inputs(const agree_input *in, int n);
 /* One field of the configuration every rank must share: label as the user knows it ("--steps",
  * "--model"), value as text (numbers printed exactly, "%.17g"); a value longer than the buffer is
  * compared by its first AGREE_VALUE_LEN-1 bytes. */
-enum { AGREE_VALUE_LEN = 96 };
-typedef struct agree_field { const char *label; char value[AGREE_VALUE_LEN]; } agree_field;
+enum { AGREE_VALUE_LEN = JOB_FIELD_LEN };
+typedef job_field agree_field; /* core/job/job.h: what a job says the ranks share */
 /* Collective: compares the fields across ranks, in order, with collectives whose sizes no rank's
  * data can change (so ranks that disagree cannot hang it): the field count (a different count means
  * different builds of the program), one hash per field, then the values of the first field that

@@ -4,6 +4,8 @@
 #include "core/common/cli.h"
 #include "core/run/record.h"
 #include "core/cost/predict.h"
+#include "core/common/files.h"
+#include "core/job/job.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,51 +19,6 @@ static void print_plan_row(const char *label, const mem_stats *s) {
     printf(" %12.2f\n", s->total_peak / 1048576.0);
 }
 
-/* the divisors of n, as "1, 2, 3, 4, 6, ..." (the first 16) */
-static void divisors(char *buf, size_t cap, int n) {
-    size_t o = 0; int k = 0;
-    buf[0] = 0;
-    for (int d = 1; d <= n && o + 16 < cap; d++) {
-        if (n % d) continue;
-        if (k++ == 16) { snprintf(buf + o, cap - o, ", ..., %d", n); return; }
-        o += (size_t)snprintf(buf + o, cap - o, "%s%d", k > 1 ? ", " : "", d);
-    }
-}
-
-int plan_accum_of(int global_batch, int grad_accum, int dp, int tp, int B, int *n, char *err, size_t errlen) {
-    int G = global_batch;
-    *n = grad_accum > 0 ? grad_accum : 1;
-    if (G > 0) {
-        char dv[256];
-        if (G % dp) {
-            snprintf(err, errlen, "--global-batch %d is not divisible by dp %d of mesh %dx%d (give a multiple of %d)", G, dp, dp, tp, dp);
-            return -1;
-        }
-        int per = G / dp;
-        if (per % B) {
-            divisors(dv, sizeof dv, per);
-            snprintf(err, errlen, "--global-batch %d on mesh %dx%d is %d sequences per DP rank, not a multiple of --batch-size %d "
-                     "(micro-batches that divide %d: %s)", G, dp, tp, per, B, per, dv);
-            return -1;
-        }
-        if (grad_accum > 0 && grad_accum != per / B) {
-            snprintf(err, errlen, "--grad-accum %d disagrees with --global-batch %d: dp %d x --batch-size %d x %d = %lld (give one of "
-                     "the two, or --grad-accum %d)", grad_accum, G, dp, B, grad_accum, (long long)dp * B * grad_accum, per / B);
-            return -1;
-        }
-        *n = per / B;
-    }
-    if (*n > PLAN_MAX_GRAD_ACCUM) {
-        snprintf(err, errlen, "%d micro-batches per step is more than this engine supports (%d)", *n, PLAN_MAX_GRAD_ACCUM);
-        return -1;
-    }
-    if ((int64_t)dp * B * *n > 2147483647) {
-        snprintf(err, errlen, "a global batch of dp %d x batch %d x %d micro-batches is more sequences than this engine supports "
-                 "(2^31 - 1)", dp, B, *n);
-        return -1;
-    }
-    return 0;
-}
 
 int plan_report(const plan_req *q) {
     char err[512];
@@ -105,7 +62,7 @@ int plan_report(const plan_req *q) {
     }
     int N = 1;
     if (!q->max_batch || !gper) {
-        if (plan_accum_of(q->max_batch ? 0 : q->global_batch, mo.grad_accum, m.dp, m.tp, B > 0 ? B : 1, &N, err, sizeof err)) {
+        if (job_accum_of(q->max_batch ? 0 : q->global_batch, mo.grad_accum, m.dp, m.tp, B > 0 ? B : 1, &N, err, sizeof err)) {
             say("%s", err);
             return 2;
         }
@@ -182,16 +139,16 @@ int plan_report(const plan_req *q) {
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
                               "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", dtype_name(q->E->dtype));
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
-        json_object_set_new(j, "micro_batch", json_integer(B));
-        json_object_set_new(j, "grad_accum", json_integer(N));
-        json_object_set_new(j, "accum_reduce", json_string(mo.accum_reduce_last ? "last" : "each"));
+        json_object_set_new(j, JOB_KEY(MICRO_BATCH), json_integer(B));
+        json_object_set_new(j, JOB_KEY(GRAD_ACCUM), json_integer(N));
+        json_object_set_new(j, JOB_KEY(ACCUM_REDUCE), json_string(mo.accum_reduce_last ? "last" : "each"));
         json_object_set_new(j, "time", time ? time : json_null());
         time = NULL;
         /* batch 0: not even one sequence fits; say what one needs (peak, by category), not zeros */
         json_object_set_new(j, "batch_1_needs", none_fits ? json_pack("{s:I, s:o}", "peak", (json_int_t)at1.total_peak,
                                                                       "by_category", record_categories(at1.peak))
                                                           : json_null());
-        if (record_write_atomic(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
+        if (files_write_json(q->out, j, err, sizeof err)) { say("%s", err); json_decref(j); return 1; }
         json_decref(j);
     } else {
         json_decref(ranks);

@@ -24,9 +24,4 @@ typedef struct plan_req {
 } plan_req;
 int plan_report(const plan_req *q);
 
-/* The micro-batches per step of a run on dp DP ranks at --batch-size B: --grad-accum n (0: not given)
- * and --global-batch G (0: not given), n alone, G / (dp * B) alone, or 1. -1 with one line in err when G
- * is not dp * B * n for a whole n (the line says which micro-batches would divide it), n disagrees with
- * G, or n passes PLAN_MAX_GRAD_ACCUM. */
-int plan_accum_of(int global_batch, int grad_accum, int dp, int tp, int B, int *n, char *err, size_t errlen);
 #endif

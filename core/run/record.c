@@ -13,38 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    if (!s) { snprintf(err, errlen, "%s: could not encode the JSON record", path); return -1; }
-    int phase = cleanup_phase_begin(); /* SIGINT/SIGTERM remove the temp file (core/common/cleanup.h) */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        free(s);
-        cleanup_phase_end(phase);
-        return -1;
-    }
-    cleanup_add(tmp); /* removed on SIGINT/SIGTERM while it exists */
-    size_t n = strlen(s), off = 0;
-    int bad = 0;
-    while (off < n) {
-        ssize_t w = write(fd, s + off, n - off);
-        if (w < 0) { if (errno == EINTR) continue; bad = errno; break; }
-        off += (size_t)w;
-    }
-    if (!bad && write(fd, "\n", 1) != 1) bad = errno ? errno : EIO;
-    if (!bad && fsync(fd) != 0) bad = errno;
-    if (close(fd) != 0 && !bad) bad = errno;
-    free(s);
-    if (!bad && cleanup_rename(tmp, path) != 0) bad = errno; /* EINTR: a signal removed tmp */
-    cleanup_forget(tmp);
-    if (bad) unlink(tmp), snprintf(err, errlen, "cannot write %s: %s", path, bad == EINTR ? "interrupted by a signal" : strerror(bad));
-    cleanup_phase_end(phase);
-    return bad ? -1 : 0;
-}
-
 json_t *record_categories(const uint64_t bytes[MEM_NCAT]) {
     json_t *o = json_object();
     for (int c = 0; c < MEM_NCAT; c++) json_object_set_new(o, mem_cat_names[c], json_integer((json_int_t)bytes[c]));
@@ -63,58 +31,6 @@ json_t *record_comm(const comm_stats *s) {
         json_object_set_new(o, comm_kind_names[k], json_pack("{s:I, s:I, s:f}", "calls", (json_int_t)s->calls[k],
                                                              "bytes", (json_int_t)s->bytes[k], "ms", s->ms[k]));
     return o;
-}
-
-/* What the writers will do, done now: the folder must be a folder, and a temp file with the name the
- * writers give it (PATH.tmp.PID, core/run/record.c, core/formats/safetensors.c, core/formats/data_write.c)
- * is created and removed again, so a path that fails only at the end of a run (a folder component
- * that is a file, no room in NAME_MAX for the temp suffix, a read-only file system) fails here. */
-int record_check_writable(const char *path, char *err, size_t errlen) {
-    struct stat st;
-    size_t pl = strlen(path);
-    if ((pl && path[pl - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
-        snprintf(err, errlen, "cannot write %s: it names a folder (give a file name)", path);
-        return -1;
-    }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "cannot write %s: it exists and is not a regular file", path);
-        return -1;
-    }
-    char tmp[4200];
-    if (pl + 24 >= 4096) { /* PATH_MAX, with the temp suffix and the writers' 4096-byte buffers */
-        snprintf(err, errlen, "cannot write a path of %zu bytes: too long (at most %d, for the temp suffix): %.200s...", pl,
-                 4096 - 24, path);
-        return -1;
-    }
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *dir = dirname(buf);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        int e = errno;
-        snprintf(err, errlen, "cannot write %s: folder %s: %s", path, dir, strerror(stat(dir, &st) == 0 ? ENOTDIR : e));
-        return -1;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST) return 0; /* a leftover of this pid: the writer truncates it */
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENAMETOOLONG)
-            snprintf(err, errlen, "cannot write %s: the file name is too long for its temp file (NAME_MAX; at most %d bytes "
-                     "before the suffix .tmp.PID)", path, 255 - 16);
-        else snprintf(err, errlen, "cannot write %s: folder %s: %s", path, dir, strerror(e));
-        return -1;
-    }
-    close(fd);
-    unlink(tmp);
-    return 0;
-}
-
-int record_same_file(const char *a, const char *b) {
-    if (!a || !b) return 0;
-    if (!strcmp(a, b)) return 1;
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 void record_env_hosts(json_t *env, int tp) {

@@ -1,5 +1,5 @@
-/* core/run/record.h — writing JSON records atomically (temp file in the same folder, fsync, rename), and
- * the small JSON pieces the run record and the plan share. The record's fields are docs/formats.md. */
+/* core/run/record.h — the small JSON pieces the run record and the plan share (written atomically by
+ * core/common/files.h). The record's fields are docs/formats.md. */
 #ifndef MESHSWEEP_RECORD_H
 #define MESHSWEEP_RECORD_H
 #include <jansson.h>
@@ -7,8 +7,6 @@
 #include <stdint.h>
 #include "core/engine/mem.h"
 #include "core/engine/comm.h"
-/* writes root to path atomically; -1 with a message (nothing left at path or its temp) on error */
-int record_write_atomic(const char *path, json_t *root, char *err, size_t errlen);
 /* {"params": n, ...} of per-category byte counts */
 json_t *record_categories(const uint64_t bytes[MEM_NCAT]);
 /* obj.peak, obj.by_category, obj.at_peak, in that order: the memory figures the run record gives for
@@ -16,11 +14,6 @@ json_t *record_categories(const uint64_t bytes[MEM_NCAT]);
 void record_peaks(json_t *obj, uint64_t peak, const uint64_t by_category[MEM_NCAT], const uint64_t at_peak[MEM_NCAT]);
 /* {"all_gather": {"calls","bytes","ms"}, ...} */
 json_t *record_comm(const comm_stats *s);
-/* can path be created? (its folder exists and is writable) -1 with a message if not */
-int record_check_writable(const char *path, char *err, size_t errlen);
-/* Are a and b one file? The same path as given, or the same file (device and inode: a hard or
- * symbolic link, another spelling). An output that is an input would destroy what is read. */
-int record_same_file(const char *a, const char *b);
 /* The rank-to-host map of the record's env (core/run/agree.h gathered it): ranks_by_host {host: [ranks]},
  * cores_by_host {host: cores available to the job there}, tp_spans_hosts (bool) */
 void record_env_hosts(json_t *env, int tp);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/job/keys.h"
 #include "core/common/cleanup.h"
 #include "core/common/cli.h"
 #include "core/engine/comm.h"
@@ -26,13 +27,16 @@
 #include "core/common/errmsg.h"
 #include "core/run/agree.h"
 #include "core/run/checkpoint.h"
-#include "core/run/metrics.h"
+#include "core/job/metrics.h"
 #include "core/run/plan_report.h"
 #include "core/run/run_predict.h"
 #include "core/run/record.h"
 #include "core/run/run_state.h"
 #include "core/formats/safetensors.h"
 #include "kernels/kernels.h"
+#include "core/common/files.h"
+#include "core/common/parse.h"
+#include "core/job/catalog.h"
 
 static int g_rank0 = 1;
 static int g_mpi = 0;
@@ -44,13 +48,6 @@ static int g_mpi = 0;
 static _Noreturn void fail(int code) {
     if (g_mpi) MPI_Finalize();
     exit(code);
-}
-
-void run_cfg_defaults(run_cfg *c) {
-    *c = (run_cfg){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant", .backend = "cpu", .sp_activations = "local", .ckpt = "none", .accum_reduce = "each",
-                   .comm = "mpi", .dtype = NULL, .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0,
-                   .sp = -1, .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
-                   .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
 }
 
 /* distinct host names over the world (collective) */
@@ -122,143 +119,53 @@ static double evaluate(model_t *M, data_file *d, comm_group *dpg, int nb, int32_
     double sum = 0;
     char err[1024];
     for (int k = 0; k < nb; k++)
-        for (int m = 0; m < R->N; m++) { /* an evaluation batch is a global batch, in micro-batches as in training */
-            if (data_batch(d, k, R->G, m * R->mesh.dp + R->mesh.dp_rank, R->B, R->T, in, tg, err, sizeof err)) agree_fail(1, "%s", err);
+        for (int m = 0; m < R->J.N; m++) { /* an evaluation batch is a global batch, in micro-batches as in training */
+            if (data_batch(d, k, R->J.G, m * R->J.mesh.dp + R->J.mesh.dp_rank, R->J.B, R->J.T, in, tg, err, sizeof err)) agree_fail(1, "%s", err);
             sum += model_forward_loss(M, in, tg);
         }
     comm_all_reduce_sum_f64(dpg, &sum, 1);
-    return sum / ((double)nb * R->G * R->T);
+    return sum / ((double)nb * R->J.G * R->J.T);
 }
 
 
-/* ------------------------------------------------------------------ configuration checks */
-/* a refusal is kept in R->why, not printed: a launched rank says it only once the ranks have agreed
- * on their options (start_mpi); run_plan and an unlaunched run say it at once */
-#define BAD(...) do { snprintf(R->why, sizeof R->why, __VA_ARGS__); return 2; } while (0)
-/* the checks common to a run and a plan, before anything is started; 0 or the exit code 2 */
-static int check_cfg(run_t *R) {
-    run_cfg *o = &R->o;
-    char err[4096];
-    if (config_resolve(&R->cfg, o->model, err, sizeof err) || config_validate(&R->cfg, err, sizeof err)) BAD("%s", err);
-    R->T = o->seq_len;
-    if (o->tp < 1) BAD("--tp must be >= 1 (got %d)", o->tp);
-    if (R->T < 1) BAD("--seq-len must be >= 1 (got %d)", R->T);
-    if (R->T > R->cfg.max_position_embeddings) BAD("--seq-len %d exceeds max_position_embeddings %d of model %s", R->T, R->cfg.max_position_embeddings, R->cfg.name);
-    if (o->steps < 0) BAD("--steps must be >= 0 (got %d)", o->steps);
-    if (o->warmup < 0) BAD("--warmup must be >= 0");
-    if (o->eval_every < 0 || o->eval_batches < 1) BAD("--eval-every must be >= 0 and --eval-batches >= 1");
-    if (o->eval_every > 0 && !o->eval_data && !o->plan) BAD("--eval-every %d needs --eval-data (validation tokens to evaluate on)", o->eval_every);
-    if (!(o->lr >= 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0)) BAD("--lr, --weight-decay and --grad-clip must be >= 0");
-    if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1)) BAD("--beta1 and --beta2 must be in [0, 1)");
-    if (!(o->adam_eps > 0)) BAD("--adam-eps must be > 0");
-    if (!(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1)) BAD("--min-lr-ratio must be in [0, 1]");
-    if (o->log_every < 1) BAD("--log-every must be >= 1");
-    if (o->excluded < 0) BAD("--warmup-steps-excluded must be >= 0");
-    if (!(o->peak_tflops >= 0)) BAD("--peak-tflops must be >= 0 (got %g; 0: measured on CPU, the datasheet value on CUDA)", o->peak_tflops);
-    if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine")) BAD("--schedule must be constant or cosine (got '%s')", o->schedule);
-    /* accepted and ignored would be wrong: warmup belongs to the cosine schedule */
-    if (o->warmup > 0 && strcmp(o->schedule, "cosine")) BAD("--warmup %d applies to --schedule cosine only (the constant schedule has no warmup)", o->warmup);
-    if (!strcmp(o->schedule, "cosine") && o->steps > 0 && o->warmup >= o->steps) BAD("--warmup %d must be below --steps %d", o->warmup, o->steps);
-    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) BAD("--backend must be cpu or cuda (got '%s')", o->backend);
-    if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl")) BAD("--comm must be mpi or nccl (got '%s')", o->comm);
-    if (!o->dtype) o->dtype = strcmp(o->backend, "cuda") ? "fp32" : "bf16"; /* docs/semantics.md#mixed-precision-bf16: bf16 is CUDA's default */
-    if (strcmp(o->dtype, "fp32") && strcmp(o->dtype, "bf16")) BAD("--dtype must be fp32 or bf16 (got '%s')", o->dtype);
-    if (gpus_resolve_budget(o->mem_budget, o->mem_reserve, o->gpu, o->plan, !strcmp(o->backend, "cuda"), &R->gb, err,
-                            sizeof err))
-        BAD("%s", err);
-    R->budget = R->gb.budget; /* 0 until measured on the device when auto */
-    if (!strcmp(o->batch, "max")) {
-        if (!o->plan) BAD("--batch-size max is only valid with --plan (the sweep confirms it with real runs)");
-        R->max_batch = 1; R->B = 1;
-    } else {
-        long long b;
-        if (parse_int(o->batch, 1, PLAN_MAX_BATCH, &b)) BAD("--batch-size must be a positive integer or max (got '%s')", o->batch);
-        R->B = (int)b;
-    }
-    if (o->world && !o->plan) BAD("--world is only valid with --plan (a run's world is the MPI world)");
-    if (o->gpus_per_host && !o->plan) BAD("--gpus-per-host is only valid with --plan (a run's placement is the launcher's)");
-    if ((int64_t)R->B * R->T > PLAN_MAX_TOKENS) BAD("--batch-size %d x --seq-len %d = %lld tokens per rank is more than this engine supports (%d)",
-                                               R->B, R->T, (long long)R->B * R->T, (int)PLAN_MAX_TOKENS);
-    int ckpt;
-    if (model_parse_checkpointing(o->ckpt, &R->cfg, &ckpt, err, sizeof err)) BAD("%s", err);
-    if (o->grad_accum_set && (o->grad_accum < 1 || o->grad_accum > PLAN_MAX_GRAD_ACCUM))
-        BAD("--grad-accum must be in 1..%d (got %d)", PLAN_MAX_GRAD_ACCUM, o->grad_accum);
-    if (o->global_batch_set && o->global_batch < 1) BAD("--global-batch must be >= 1 (got %d)", o->global_batch);
-    if (!o->grad_accum_set) o->grad_accum = 0;
-    if (!o->global_batch_set) o->global_batch = 0;
-    int reduce_last = !strcmp(o->accum_reduce, "last");
-    if (!reduce_last && strcmp(o->accum_reduce, "each")) BAD("--accum-reduce must be each or last (got '%s')", o->accum_reduce);
-    int sp_local = !strcmp(o->sp_activations, "local");
-    if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
-    R->mo = (model_opts){.B = R->B, .T = R->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
-                         .checkpoint = ckpt, .attention_flash = !strcmp(o->backend, "cuda"), .grad_accum = o->grad_accum,
-                         .accum_reduce_last = reduce_last};
-    return 0;
-}
-
-
-/* An output that is also an input (or the other output) would destroy what the run reads: refused
- * (record_same_file: the same path, or the same file by device and inode). -1 with a message. */
-static int check_outputs(const run_cfg *o, char *err, size_t errlen) {
-    const char *outs[2][2] = {{"--out", o->out}, {"--save", o->save}};
-    const char *ins[4][2] = {{"--data", strcmp(o->data, "synthetic") ? o->data : NULL}, {"--eval-data", o->eval_data},
-                             {"--init", o->init}, {"--model", config_is_preset(o->model) ? NULL : o->model}};
-    for (int i = 0; i < 2; i++) {
-        if (!outs[i][1]) continue;
-        if (record_check_writable(outs[i][1], err, errlen)) return -1;
-        for (int k = 0; k < 4; k++)
-            if (record_same_file(outs[i][1], ins[k][1])) {
-                snprintf(err, errlen, "%s %s is also %s: an output may not overwrite an input", outs[i][0], outs[i][1], ins[k][0]);
-                return -1;
-            }
-    }
-    if (record_same_file(o->out, o->save)) { snprintf(err, errlen, "--out %s is also --save: give two files", o->out); return -1; }
-    return 0;
-}
-
-/* --dtype (checked) as the engine value's precision */
-static dtype_t cfg_dtype(const run_cfg *o) { return !strcmp(o->dtype, "bf16") ? DTYPE_BF16 : DTYPE_F32; }
-
-static run_t *run_new(const run_cfg *c) {
+static run_t *run_new(job_t *j, const char *parse_error) {
     run_t *R = calloc(1, sizeof *R);
     if (!R) { say("out of host memory"); return NULL; }
-    R->o = *c;
+    R->J = *j;
+    R->parse_error = parse_error;
     R->rank0 = g_rank0 = run_env_rank0();
     cli_set_rank0(g_rank0);
     return R;
 }
 
-int run_plan(const run_cfg *c) {
-    run_t *R = run_new(c);
+int run_plan(job_t *j) {
+    run_t *R = run_new(j, NULL);
     if (!R) return 1;
-    run_cfg *o = &R->o;
+    job_opts *o = &R->J.o;
     char err[4096];
-    int rc = check_cfg(R);
-    if (rc) { say("%s", R->why); free(R); return rc; }
-    if (o->world_set && o->world < 1) { say("--world must be >= 1 (got %d)", o->world); free(R); return 2; }
-    if (!o->world) o->world = 1;
-    if (o->world > 65536) { say("--world %d is more ranks than --plan supports (65536)", o->world); free(R); return 2; }
-    if (o->save) { say("--save is not used with --plan (nothing is trained)"); free(R); return 2; }
-    if (check_outputs(o, err, sizeof err)) { say("%s", err); free(R); return 2; }
-    if (R->gb.gpu) {
+    int rc = job_build(&R->J, 1, 0, err, sizeof err);
+    if (rc) { say("%s", err); free(R); return rc; }
+    if (job_check_outputs(&R->J, err, sizeof err)) { say("%s", err); free(R); return 2; }
+    const job_budget *gb = &R->J.budget;
+    if (gb->gpu) {
         char u[32], ov[32], rs[32], b[32];
-        mem_format(u, sizeof u, R->gb.gpu->usable_bytes); mem_format(ov, sizeof ov, R->gb.gpu->overhead_bytes);
-        mem_format(rs, sizeof rs, R->gb.reserve); mem_format(b, sizeof b, R->budget);
+        mem_format(u, sizeof u, gb->gpu->usable_bytes); mem_format(ov, sizeof ov, gb->gpu->overhead_bytes);
+        mem_format(rs, sizeof rs, gb->reserve); mem_format(b, sizeof b, gb->budget);
         printf("# --gpu %s (%s): %s as the runtime reports it - %s typical runtime overhead - %s reserve = budget %s\n",
-               R->gb.gpu->name, R->gb.gpu->device, u, ov, rs, b);
+               gb->gpu->name, gb->gpu->device, u, ov, rs, b);
     }
-    if (o->gpus_per_host < 0) { say("--gpus-per-host must be >= 1 (got %d)", o->gpus_per_host); free(R); return 2; }
     cost_machine mach;
     const char *from = NULL;
     char bdir[4096];
-    int have = cost_machine_resolve(o->machine, o->gpu, cost_exe_dir(bdir, sizeof bdir) ? NULL : bdir, &mach, &from,
+    int have = cost_machine_resolve(o->machine, o->gpu, catalog_exe_dir(bdir, sizeof bdir) ? NULL : bdir, &mach, &from,
                                     err, sizeof err);
     if (have < 0) { say("%s", err); free(R); return 2; }
     engine_t P; /* what is planned for: an engine computing in --dtype */
-    engine_init_plan(&P, cfg_dtype(o), 0);
-    plan_req q = {.cfg = &R->cfg, .world = o->world, .tp = o->tp, .mo = R->mo, .max_batch = R->max_batch,
-                  .budget = R->budget, .E = &P, .out = o->out, .machine = have ? &mach : NULL,
+    engine_init_plan(&P, R->J.dtype, 0);
+    plan_req q = {.cfg = &R->J.cfg, .world = o->world, .tp = o->tp, .mo = R->J.mo, .max_batch = R->J.max_batch,
+                  .budget = gb->budget, .E = &P, .out = o->out, .machine = have ? &mach : NULL,
                   .machine_from = from, .ranks_per_host = o->gpus_per_host, .global_batch = o->global_batch};
+    q.mo.grad_accum = o->grad_accum; /* as given: the report derives the micro-batches per mesh and batch */
     rc = plan_report(&q);
     engine_release(&P);
     if (have) cost_machine_free(&mach);
@@ -267,12 +174,12 @@ int run_plan(const run_cfg *c) {
 }
 
 /* ------------------------------------------------------------------ the run */
-/* the checks of a run that --plan does not make, and the compute backend; 0 or the exit code */
+/* the compute backend of a run (the checks of the options are job_build's); 0 or the exit code with its
+ * line in R->why */
+#define BAD(...) do { snprintf(R->why, sizeof R->why, __VA_ARGS__); return 2; } while (0)
 static int pick_backend(run_t *R) {
-    run_cfg *o = &R->o;
+    job_opts *o = &R->J.o;
     char err[4096];
-    if (!strcmp(o->dtype, "bf16") && strcmp(o->backend, "cuda")) BAD("--dtype bf16 needs --backend cuda (the CPU engine is fp32; --plan accepts bf16)");
-    if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
     const device_t *dev = engine_device(o->backend); /* cpu always; cuda in CUDA builds */
     if (!dev) BAD("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
     if (dev->count() <= 0) {
@@ -280,7 +187,7 @@ static int pick_backend(run_t *R) {
         return 1;
     }
     /* its budget once it is known (setup_comm measures a device) */
-    if (engine_init(&R->E, dev, cfg_dtype(o), err, sizeof err)) BAD("%s", err);
+    if (engine_init(&R->E, dev, R->J.dtype, err, sizeof err)) BAD("%s", err);
     return 0;
 }
 #undef BAD
@@ -300,7 +207,7 @@ static void on_alloc_failed(const mem_stats *s) {
     errmsg_one_line(line, sizeof line);
     fprintf(stderr, "train: %s\n", line);
     fflush(stderr);
-    if (R->o.out && (R->world == 1 || !strcmp(agree_host(), agree_host_of(0)))) {
+    if (R->J.o.out && (R->world == 1 || !strcmp(agree_host(), agree_host_of(0)))) {
         R->rank0 = 1; /* this rank writes it: rank 0 may be waiting in a collective that never ends */
         run_write_record(R, "oom", line, s->peak, s->total_peak, s->at_peak, 1);
     }
@@ -316,21 +223,23 @@ static void on_alloc_failed(const mem_stats *s) {
  * exit 2); that the configuration checks passed (the same options give the same verdict, but a
  * config file read on each host may not); and that the resolved configuration (the model's every
  * field) is the same. `code` is this rank's verdict of check_cfg/pick_backend (its line in R->why). */
+static int build_job(run_t *R);
 static void agree_configuration(run_t *R, int code) {
     int c;
-    if (R->o.parse_error) agree_fail(2, "%s", R->o.parse_error);
+    if (R->parse_error) agree_fail(2, "%s", R->parse_error);
     if ((c = agree_check())) fail(c);
-    agree_field f[RUN_MAX_FIELDS];
-    if ((c = agree_fields(f, run_option_fields(R, f, RUN_MAX_FIELDS)))) fail(c);
+    agree_field f[JOB_MAX_FIELDS];
+    if ((c = agree_fields(f, job_option_fields(&R->J, f, JOB_MAX_FIELDS)))) fail(c);
+    if (code < 0) code = build_job(R); /* launched: the checks for the world MPI found */
     if (code) agree_fail(code, "%s", R->why);
     if ((c = agree_check())) fail(c);
-    if ((c = agree_fields(f, run_resolved_fields(R, f, RUN_MAX_FIELDS)))) fail(c);
+    if ((c = agree_fields(f, job_resolved_fields(&R->J, f, JOB_MAX_FIELDS)))) fail(c);
 }
 
 /* MPI, the mesh, the device of this rank and what carries the collectives; code: this rank's verdict
  * of the configuration checks, agreed on first (agree_configuration) */
 static void start_mpi(run_t *R, int code) {
-    run_cfg *o = &R->o;
+    job_opts *o = &R->J.o;
     char err[4096];
     MPI_Init(NULL, NULL);
     R->mpi = g_mpi = 1;
@@ -344,9 +253,8 @@ static void start_mpi(run_t *R, int code) {
     g_run = R;
     mem_set_oom_handler(&R->E.mem, on_alloc_failed);
     agree_configuration(R, code);
-    if (mesh_init(&R->mesh, R->world, R->rank, o->tp, err, sizeof err)) { say("%s", err); fail(2); }
     /* outputs before anything else: rank 0 writes --out and --save, so its view is the one checked */
-    if (g_rank0 && check_outputs(o, err, sizeof err)) agree_fail(2, "%s", err);
+    if (g_rank0 && job_check_outputs(&R->J, err, sizeof err)) agree_fail(2, "%s", err);
     if ((code = agree_check())) fail(code);
     R->use_nccl = 0;
     /* the local rank: the launcher's (SLURM_LOCALID, Open MPI's), else the index among the ranks of
@@ -361,7 +269,7 @@ static void start_mpi(run_t *R, int code) {
         if (dev->select(lr, err, sizeof err)) agree_fail(1, "%s", err);
         if ((code = agree_check())) fail(code);
         int ndev = dev->count();
-        R->use_nccl = !strcmp(o->comm, "nccl") || (!o->comm_set && R->world > 1);
+        R->use_nccl = !strcmp(o->comm, "nccl") || (!job_given(&R->J, "comm") && R->world > 1);
         /* one implementation on every rank: NCCL only if every host has a GPU per rank */
         int shared = ls > ndev, any_shared = 0;
         MPI_Allreduce(&shared, &any_shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -372,15 +280,6 @@ static void start_mpi(run_t *R, int code) {
             R->use_nccl = 0;
         }
     }
-    {
-        tp_shape sh;
-        if (tp_shape_of(&sh, &R->cfg, o->tp, 0, err, sizeof err)) { say("%s", err); fail(2); }
-        if (R->mo.sequence_parallel && o->tp > 1 && R->T % o->tp)
-            { say("--seq-len %d is not divisible by --tp %d (required with sequence parallel; use --no-sequence-parallel)", R->T, o->tp); fail(2); }
-    }
-    if (plan_accum_of(o->global_batch, o->grad_accum, R->mesh.dp, R->mesh.tp, R->B, &R->N, err, sizeof err)) { say("%s", err); fail(2); }
-    R->mo.grad_accum = R->N;
-    R->G = R->mesh.dp * R->B * R->N;
     R->hosts = gather_hosts(R->world);
     if (g_rank0 && agree_tp_spans_hosts(o->tp)) {
         int a = 0, b = 0;
@@ -395,22 +294,22 @@ static void start_mpi(run_t *R, int code) {
 }
 
 static void fewer_than_a_batch(const run_t *R, const char *opt, const char *path, const data_file *d) {
-    int64_t nseq = data_num_sequences(d, R->T);
-    if (nseq >= R->G) return;
+    int64_t nseq = data_num_sequences(d, R->J.T);
+    if (nseq >= R->J.G) return;
     say("%s %s holds %lld sequences of %d tokens, fewer than one global batch of %d (dp %d x --batch-size %d): a step "
-        "would repeat sequences", opt, path, (long long)nseq, R->T, R->G, R->mesh.dp, R->B);
+        "would repeat sequences", opt, path, (long long)nseq, R->J.T, R->J.G, R->J.mesh.dp, R->J.B);
     fail(2);
 }
 
 /* training and validation tokens, the --init file */
 static void open_inputs(run_t *R) {
-    run_cfg *o = &R->o;
+    job_opts *o = &R->J.o;
     char err[4096];
     int code;
-    int ok_train = data_open(&R->train, o->data, R->cfg.vocab_size, R->T, (uint64_t)o->seed, err, sizeof err) == 0;
+    int ok_train = data_open(&R->train, o->data, R->J.cfg.vocab_size, R->J.T, (uint64_t)o->seed, err, sizeof err) == 0;
     if (!ok_train) agree_fail(2, "%s", err);
     R->have_eval = o->eval_data != NULL;
-    int ok_val = !R->have_eval || data_open(&R->val, o->eval_data, R->cfg.vocab_size, R->T, (uint64_t)o->seed + 1, err, sizeof err) == 0;
+    int ok_val = !R->have_eval || data_open(&R->val, o->eval_data, R->J.cfg.vocab_size, R->J.T, (uint64_t)o->seed + 1, err, sizeof err) == 0;
     if (!ok_val) agree_fail(2, "%s", err);
     int ok_init = !o->init || st_open(&R->stf, o->init, err, sizeof err) == 0;
     if (!ok_init) agree_fail(2, "%s", err);
@@ -425,7 +324,7 @@ static void open_inputs(run_t *R) {
     if (strcmp(o->data, "synthetic")) in[n++] = (agree_input){"--data", o->data};
     if (o->eval_data && strcmp(o->eval_data, "synthetic")) in[n++] = (agree_input){"--eval-data", o->eval_data};
     if (o->init) in[n++] = (agree_input){"--init", o->init};
-    if (!config_is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
+    if (!catalog_is_preset(o->model)) in[n++] = (agree_input){"--model", o->model};
     if ((code = agree_inputs(in, n))) fail(code);
     /* a global batch is G distinct sequences: a file with fewer would repeat sequences within a step
      * (the same on every rank: the inputs agree) */
@@ -433,10 +332,10 @@ static void open_inputs(run_t *R) {
     if (R->have_eval) fewer_than_a_batch(R, "--eval-data", o->eval_data, &R->val);
     /* evaluation batches beyond the validation data would only repeat it */
     if (R->have_eval) {
-        int64_t nseq = data_num_sequences(&R->val, R->T), nb = nseq / R->G;
+        int64_t nseq = data_num_sequences(&R->val, R->J.T), nb = nseq / R->J.G;
         if (o->eval_batches > nb) {
             say("--eval-batches %d: %s holds %lld sequences of %d tokens, %lld batches of %d (at most %lld; more would repeat them)",
-                o->eval_batches, o->eval_data, (long long)nseq, R->T, (long long)nb, R->G, (long long)nb);
+                o->eval_batches, o->eval_data, (long long)nseq, R->J.T, (long long)nb, R->J.G, (long long)nb);
             fail(2);
         }
     }
@@ -467,8 +366,8 @@ static void host_preflight(run_t *R) {
  * once, so no rank is left waiting in a collective */
 static void budget_gate(run_t *R) {
     char err[4096];
-    if (plan_rank(&R->E, &R->cfg, R->world, R->o.tp, R->rank, &R->mo, R->budget, &R->planned, err, sizeof err)) agree_fail(2, "%s", err);
-    else if (R->planned.overflow) agree_fail(R->budget ? 3 : 2, "this configuration needs more than %llu EiB per rank: beyond what can be run",
+    if (plan_rank(&R->E, &R->J.cfg, R->world, R->J.o.tp, R->rank, &R->J.mo, R->J.budget.budget, &R->planned, err, sizeof err)) agree_fail(2, "%s", err);
+    else if (R->planned.overflow) agree_fail(R->J.budget.budget ? 3 : 2, "this configuration needs more than %llu EiB per rank: beyond what can be run",
                                              (unsigned long long)(MEM_PLAN_CAP >> 60));
     int code = agree_check();
     if (code) fail(code);
@@ -478,10 +377,10 @@ static void budget_gate(run_t *R) {
     if (!any) { host_preflight(R); return; }
     if (g_rank0) {
         char a[32], u[32], b[32];
-        mem_format(a, sizeof a, R->planned.oom_bytes); mem_format(u, sizeof u, R->planned.oom_in_use); mem_format(b, sizeof b, R->budget);
+        mem_format(a, sizeof a, R->planned.oom_bytes); mem_format(u, sizeof u, R->planned.oom_in_use); mem_format(b, sizeof b, R->J.budget.budget);
         char msg[512];
         snprintf(msg, sizeof msg, "out of memory budget: %s asked %s (%llu bytes) with %s in use, budget %s (%llu bytes)",
-                 mem_cat_names[R->planned.oom_cat], a, (unsigned long long)R->planned.oom_bytes, u, b, (unsigned long long)R->budget);
+                 mem_cat_names[R->planned.oom_cat], a, (unsigned long long)R->planned.oom_bytes, u, b, (unsigned long long)R->J.budget.budget);
         say("%s", msg);
         uint64_t peaks[MEM_NCAT] = {0};
         run_write_record(R, "oom", msg, peaks, R->planned.oom_peak_before, NULL, 1);
@@ -493,7 +392,7 @@ static void budget_gate(run_t *R) {
  * communicators exist: recorded always, and the budget when it is `auto` (the smallest over ranks, so
  * every rank plans the same; ranks sharing a GPU share its free memory) */
 static void setup_comm(run_t *R) {
-    run_cfg *o = &R->o;
+    job_opts *o = &R->J.o;
     char err[4096];
     comm_mpi_groups(&R->E.comm, &R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->E.comm, &R->wg);
@@ -508,16 +407,17 @@ static void setup_comm(run_t *R) {
     comm_local_rank(&lr, &ls);
     int per_gpu = ndev > 0 ? (ls + ndev - 1) / ndev : 1;
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's context and communicators exist before anyone measures */
-    int bad = gpus_measure_device(&R->E, per_gpu, &R->gb, &R->dev, err, sizeof err) != 0, anybad = 0;
+    int bad = gpus_measure_device(&R->E, per_gpu, R->J.budget.reserve, R->J.budget.is_auto, &R->J.budget.budget, &R->dev,
+                                  err, sizeof err) != 0, anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (anybad) {
         if (bad) say("%s", err); else say("--mem-budget auto: the device of another rank has no more than --mem-reserve free");
         fail(2);
     }
-    if (R->gb.is_auto) {
-        unsigned long long b = R->gb.budget;
+    if (R->J.budget.is_auto) {
+        unsigned long long b = R->J.budget.budget;
         MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-        R->budget = R->gb.budget = b;
+        R->J.budget.budget = b;
     }
 }
 
@@ -528,17 +428,17 @@ static void predict(run_t *R) {
     comm_local_rank(&lr, &ls);
     MPI_Allreduce(MPI_IN_PLACE, &ls, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!R->E.dev->host_memory) run_predict_device(&R->pred, R->E.dev->device_name());
-    if (g_rank0) run_predict_step(&R->pred, &R->cfg, R->world, R->o.tp, R->E.dtype, &R->mo, ls);
+    if (g_rank0) run_predict_step(&R->pred, &R->J.cfg, R->world, R->J.o.tp, R->E.dtype, &R->J.mo, ls);
 }
 
 /* memory, the model and its parameters (seed or --init), FLOP figures, the optimizer */
 static void build_engine(run_t *R) {
-    run_cfg *o = &R->o;
+    job_opts *o = &R->J.o;
     char err[4096];
     int code;
-    mem_set_budget(&R->E.mem, R->budget);
+    mem_set_budget(&R->E.mem, R->J.budget.budget);
     model_t *M = &R->M;
-    if (model_init(M, &R->E, &R->cfg, &R->mesh, &R->tpg, &R->dpg, &R->mo, err, sizeof err)) agree_fail(2, "%s", err);
+    if (model_init(M, &R->E, &R->J.cfg, &R->J.mesh, &R->tpg, &R->dpg, &R->J.mo, err, sizeof err)) agree_fail(2, "%s", err);
     if ((code = agree_check())) fail(code);
     if (o->init) {
         if (checkpoint_check_shapes(M, &R->stf, err, sizeof err)) agree_fail(2, "%s", err);
@@ -550,12 +450,12 @@ static void build_engine(run_t *R) {
     } else {
         model_init_params(M, (uint64_t)o->seed);
     }
-    R->flops_per_token = metrics_flops_per_token(&R->cfg, R->T);
+    R->flops_per_token = metrics_flops_per_token(&R->J.cfg, R->J.T);
     R->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : measure_peak_flops(R->E.dev);
     R->oc = (optim_cfg){.lr = o->lr, .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->adam_eps,
                         .grad_clip = o->grad_clip, .min_lr_ratio = o->min_lr_ratio, .warmup = o->warmup,
                         .cosine = !strcmp(o->schedule, "cosine")};
-    R->in = malloc((size_t)R->B * R->T * sizeof(int32_t)); R->tg = malloc((size_t)R->B * R->T * sizeof(int32_t));
+    R->in = malloc((size_t)R->J.B * R->J.T * sizeof(int32_t)); R->tg = malloc((size_t)R->J.B * R->J.T * sizeof(int32_t));
     R->step_ms = calloc((size_t)o->steps + 1, sizeof(double));
     R->steps = json_array(); R->evals = json_array();
     if (!R->in || !R->tg || !R->step_ms) agree_fail(1, "out of host memory");
@@ -569,7 +469,7 @@ static json_t *step_json(int s, int world, double loss, double norm, double lr, 
     json_object_set_new(st, "step", json_integer(s + 1));
     json_object_set_new(st, "loss", isfinite(loss) ? json_real(loss) : json_null());
     json_object_set_new(st, "grad_norm", isfinite(norm) ? json_real(norm) : json_null());
-    json_object_set_new(st, "lr", json_real(lr));
+    json_object_set_new(st, JOB_KEY(LR), json_real(lr));
     json_object_set_new(st, "ms", json_real(tm[0]));
     json_object_set_new(st, "tok_s", json_real(tok_s));
     json_object_set_new(st, "tok_s_per_rank", json_real(tok_s / world));
@@ -607,26 +507,26 @@ static int run_failed(run_t *R, int code) {
 /* the optimizer steps with evaluation and progress lines; returns 0, 4 when it diverged, or the code of
  * a failure the ranks agreed on (1: a token file changed under the run) */
 static int step_loop(run_t *R) {
-    const run_cfg *o = &R->o;
+    const job_opts *o = &R->J.o;
     model_t *M = &R->M;
     comm_reset_stats(&R->E.comm);
-    double scale = 1.0 / ((double)R->G * R->T);
+    double scale = 1.0 / ((double)R->J.G * R->J.T);
     double t_start = comm_now_ms();
-    int dp = R->mesh.dp, r = R->mesh.dp_rank;
+    int dp = R->J.mesh.dp, r = R->J.mesh.dp_rank;
     for (int s = 0; s < o->steps; s++) {
         /* micro-batch m of DP rank r: block m*dp + r of the step's global batch (core/formats/data.h), so
          * the N micro-batches of the dp ranks are the G sequences a 1-rank run of batch G takes */
         char err[1024];
-        if (data_batch(&R->train, s, R->G, r, R->B, R->T, R->in, R->tg, err, sizeof err)) agree_fail(1, "%s", err);
+        if (data_batch(&R->train, s, R->J.G, r, R->J.B, R->J.T, R->in, R->tg, err, sizeof err)) agree_fail(1, "%s", err);
         int code = agree_check(); /* also the barrier before the step's clock starts */
         if (code) return run_failed(R, code);
         double comm0, bytes0, comm1, bytes1;
         comm_totals(R, &comm0, &bytes0);
         double t0 = comm_now_ms(), loss = 0;
-        for (int m = 0; m < R->N; m++) {
-            if (m && data_batch(&R->train, s, R->G, m * dp + r, R->B, R->T, R->in, R->tg, err, sizeof err))
+        for (int m = 0; m < R->J.N; m++) {
+            if (m && data_batch(&R->train, s, R->J.G, m * dp + r, R->J.B, R->J.T, R->in, R->tg, err, sizeof err))
                 agree_fail(1, "%s", err); /* zeros: the collectives still run; agreed after the step */
-            model_accum_begin(M, m, R->N);
+            model_accum_begin(M, m, R->J.N);
             loss += model_forward_backward(M, R->in, R->tg, (float)scale);
         }
         comm_all_reduce_sum_f64(&R->dpg, &loss, 1);
@@ -637,10 +537,10 @@ static int step_loop(run_t *R) {
         comm_totals(R, &comm1, &bytes1);
         double tm[2] = {t1 - t0, comm1 - comm0};
         MPI_Allreduce(MPI_IN_PLACE, tm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (R->N > 1 && (code = agree_check())) return run_failed(R, code); /* a later micro-batch unread */
+        if (R->J.N > 1 && (code = agree_check())) return run_failed(R, code); /* a later micro-batch unread */
         R->step_ms[s] = tm[0];
         R->nsteps_done = s + 1;
-        double tok = (double)R->G * R->T, tok_s = tok / (tm[0] / 1e3);
+        double tok = (double)R->J.G * R->J.T, tok_s = tok / (tm[0] / 1e3);
         json_array_append_new(R->steps, step_json(s, R->world, loss, norm, lr, tm, bytes1 - bytes0, tok));
         if (!isfinite(loss) || !isfinite(norm))
             return diverged(R, "diverged at step %d: loss %g, grad norm %g (non-finite)", s + 1, loss, norm);
@@ -670,9 +570,9 @@ static int step_loop(run_t *R) {
             if (s == 0 && R->dev.total) { /* the first line says what the budget was made of */
                 char t[32], ov[32], rs[32], b[32];
                 mem_format(t, sizeof t, R->dev.total); mem_format(ov, sizeof ov, R->dev.runtime_overhead);
-                mem_format(rs, sizeof rs, R->gb.reserve); mem_format(b, sizeof b, R->budget);
+                mem_format(rs, sizeof rs, R->J.budget.reserve); mem_format(b, sizeof b, R->J.budget.budget);
                 snprintf(dv, sizeof dv, " | device %s, runtime %s, reserve %s, budget %s%s", t, ov, rs,
-                         R->budget ? b : "none", R->gb.is_auto ? " (auto)" : "");
+                         R->J.budget.budget ? b : "none", R->J.budget.is_auto ? " (auto)" : "");
             }
             char df[256] = "";
             if (s == 0) { /* and what the token files were taken for (core/formats/data.h detects them) */
@@ -686,7 +586,7 @@ static int step_loop(run_t *R) {
             char pv[640] = "";
             if (s == 0) run_predict_progress(&R->pred, pv, sizeof pv); /* and what was predicted for it */
             char acc[64] = "";
-            if (R->N > 1) snprintf(acc, sizeof acc, " batch %dx%d (global %d)", R->B, R->N, R->G);
+            if (R->J.N > 1) snprintf(acc, sizeof acc, " batch %dx%d (global %d)", R->J.B, R->J.N, R->J.G);
             fprintf(stderr, "train: step %d/%d loss %.4f gnorm %.3f lr %.2e %.0f tok/s %.1f ms mem %s%s eta %.0fs%s%s%s\n",
                     s + 1, o->steps, loss, norm, lr, tok_s, tm[0], mb, acc, eta, dv, df, pv);
         }
@@ -712,8 +612,8 @@ static int end_run(run_t *R, int code, run_result *res) {
     const char *error = code ? R->why : NULL; /* why it diverged or failed (diverged(), run_failed()) */
     /* --save first, so the record says how it went: a failed save is "failed", an interrupted one
      * "interrupted" (SIGINT/SIGTERM: the temp file is removed at once, core/common/cleanup.h) */
-    if (code == 0 && R->o.save) {
-        int sc = checkpoint_save(&R->M, &R->tpg, R->o.save, err, sizeof err);
+    if (code == 0 && R->J.o.save) {
+        int sc = checkpoint_save(&R->M, &R->tpg, R->J.o.save, err, sizeof err);
         if (sc) {
             snprintf(R->why, sizeof R->why, "%s", err);
             error = R->why;
@@ -723,7 +623,7 @@ static int end_run(run_t *R, int code, run_result *res) {
     }
     if (run_write_record(R, status, error, peaks, total, at, code != 0) && code == 0) code = 1;
     if (res) {
-        int n = R->nsteps_done, first = R->o.excluded < n ? R->o.excluded : (n > 0 ? n - 1 : 0);
+        int n = R->nsteps_done, first = R->J.o.excluded < n ? R->J.o.excluded : (n > 0 ? n - 1 : 0);
         res->status = status;
         res->steps_done = n;
         res->step_ms_median = n > 0 ? metrics_median(R->step_ms + first, n - first) : 0;
@@ -744,19 +644,31 @@ int run_env_launched(void) {
     return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("SLURM_PROCID");
 }
 
-int run_train(const run_cfg *c, run_result *res) {
-    run_t *R = run_new(c);
-    if (!R) return 1;
-    int code = 2;
-    if (c->parse_error) snprintf(R->why, sizeof R->why, "%s", c->parse_error);
-    else if (!(code = check_cfg(R))) code = pick_backend(R);
+/* job_build for the world and rank MPI gives (1 and 0 before MPI), the backend, the machine of the
+ * prediction: 0, or the exit code with its line in R->why */
+static int build_job(run_t *R) {
+    int world = 1, rank = 0;
+    if (g_mpi) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &world); }
+    int code = job_build(&R->J, world, rank, R->why, sizeof R->why);
+    if (!code) code = pick_backend(R);
     char err[512];
-    if (!code && run_predict_resolve(&R->pred, c->machine, c->gpu, err, sizeof err)) {
+    if (!code && run_predict_resolve(&R->pred, R->J.o.machine, R->J.o.gpu, err, sizeof err)) {
         snprintf(R->why, sizeof R->why, "%s", err);
         code = 2;
     }
-    /* not launched: nobody to agree with, so a refusal is said at once and MPI never starts */
-    if (code && !run_env_launched()) { say("%s", R->why); free(R); return code; }
+    return code;
+}
+
+int run_train(job_t *j, const char *parse_error, run_result *res) {
+    run_t *R = run_new(j, parse_error);
+    if (!R) return 1;
+    int code = -1; /* launched: built once MPI gives the world (agree_configuration) */
+    if (!run_env_launched()) {
+        /* not launched: nobody to agree with, so a refusal is said at once and MPI never starts */
+        if (parse_error) snprintf(R->why, sizeof R->why, "%s", parse_error);
+        code = parse_error ? 2 : build_job(R);
+        if (code) { say("%s", R->why); free(R); return code; }
+    }
     start_mpi(R, code);
     open_inputs(R);
     setup_comm(R);

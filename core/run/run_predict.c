@@ -1,6 +1,6 @@
 /* core/run/run_predict.c — a run's own prediction (see run_predict.h). */
 #include "core/run/run_predict.h"
-#include "core/engine/gpus.h"
+#include "core/job/catalog.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 int run_predict_resolve(run_prediction *p, const char *machine, const char *gpu, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     char dir[4096];
-    int rc = cost_machine_resolve(machine, gpu, cost_exe_dir(dir, sizeof dir) ? NULL : dir, &p->m, &p->from, err, errlen);
+    int rc = cost_machine_resolve(machine, gpu, catalog_exe_dir(dir, sizeof dir) ? NULL : dir, &p->m, &p->from, err, errlen);
     if (rc < 0) return -1;
     p->have = rc > 0;
     return 0;
@@ -17,13 +17,10 @@ int run_predict_resolve(run_prediction *p, const char *machine, const char *gpu,
 
 void run_predict_device(run_prediction *p, const char *device_name) {
     if (p->have || !device_name) return;
-    for (int i = 0; i < gpus_count(); i++) {
-        const gpu_spec *g = gpus_at(i);
-        if (!strncasecmp(device_name, g->device, strlen(g->device)) && cost_machine_shipped(g->name, &p->m) == 0) {
-            p->have = 1;
-            p->from = "shipped";
-            return;
-        }
+    const catalog_gpu *g = catalog_gpu_of_device(device_name);
+    if (g && cost_machine_shipped(g->name, &p->m) == 0) {
+        p->have = 1;
+        p->from = "shipped";
     }
 }
 

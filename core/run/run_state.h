@@ -16,20 +16,16 @@
 #include "core/formats/config.h"
 #include "core/formats/data.h"
 #include "core/formats/safetensors.h"
+#include "core/job/job.h"
 #include "core/run/agree.h"
 #include "core/run/run.h"
 #include "core/run/run_predict.h"
 #include "kernels/kernels.h"
 
 typedef struct run {
-    run_cfg o;
+    job_t J;                     /* the configuration (core/job/job.h): options, model, mesh, batch, budget */
+    const char *parse_error;     /* the command line did not parse on this rank */
     int rank0, mpi;              /* this rank speaks for the run; MPI is started */
-    model_config cfg;
-    mesh_t mesh;
-    uint64_t budget;
-    int B, T, G, max_batch;      /* micro-batch per DP rank, sequence length, global batch dp*B*N, --batch-size max */
-    int N;                       /* micro-batches per optimizer step (--grad-accum, or from --global-batch) */
-    model_opts mo;
     json_t *steps, *evals;
     double *step_ms;
     int nsteps_done;
@@ -38,7 +34,6 @@ typedef struct run {
     int have_plan;
     const char *comm_name;   /* what carried the collectives: mpi, mpi-staged, nccl */
     int64_t dev_total, dev_used; /* CUDA: device memory total and in use at the end (runtime included) */
-    gpus_budget gb;              /* --mem-budget / --mem-reserve / --gpu, resolved */
     gpus_device_mem dev;         /* CUDA: the device once context, cuBLAS and NCCL exist (rank 0's) */
     int64_t pool_reserved;       /* CUDA: the most the stream-ordered pool held (reserved bytes) */
     json_t *hosts;               /* distinct host names of the ranks */
@@ -58,13 +53,6 @@ typedef struct run {
     char why[4096];       /* why the run diverged or --save failed (the record's error) */
 } run_t;
 
-
-/* The configuration every rank must share, as fields for agree_fields (core/run/agree.h): the options
- * as given (paths only by kind: their contents are compared by agree_inputs), and what they resolved
- * to (the model's every field, the dtype, the budget). Return the number of fields written. */
-enum { RUN_MAX_FIELDS = 64 };
-int run_option_fields(const run_t *R, agree_field *f, int cap);
-int run_resolved_fields(const run_t *R, agree_field *f, int cap);
 
 /* The run record (schema meshsweep.run/1), written by rank 0 to --out atomically; peaks: max over
  * ranks per category (NULL: zeros). 0, or -1 when it could not be written (said unless quiet). */

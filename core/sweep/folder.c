@@ -6,6 +6,7 @@
 
 #include "core/sweep/launch.h"
 #include "core/sweep/spec.h"
+#include "core/common/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -307,7 +308,7 @@ static int write_json_file(const char *dir, const char *name, json_t *j) {
         return -1;
     }
     t2[len] = '\n', t2[len + 1] = '\0';
-    int rc = sweep_write_atomic(path, t2, len + 1);
+    int rc = files_write_atomic(path, t2, len + 1);
     free(t2);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include "core/common/errmsg.h"
 
 #include "core/formats/config.h"
+#include "core/common/parse.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -3,7 +3,8 @@
 
 #include "core/formats/config.h"
 #include "core/formats/data.h"
-#include "core/run/run.h"
+#include "core/job/job.h"
+#include "core/job/catalog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define K(id) job_record_key(JOB_KEY_##id) /* the record's keys: core/job/keys.h */
 
 /* ---- fingerprints ----------------------------------------------------------------------------- */
 
@@ -79,21 +82,21 @@ int sweep_inputs_open(const sweep_spec *s, sweep_inputs *in, char *err, size_t e
     memset(in, 0, sizeof *in);
     model_config c;
     char why[1200];
-    if (config_resolve(&c, s->model, why, sizeof why) != 0) {
+    if (catalog_model(&c, s->model, why, sizeof why) != 0) {
         snprintf(err, el, "model: %s", why);
         return -1;
     }
     in->model = config_to_json(&c);
     in->fingerprints = json_object();
     char mp[96] = "";
-    if (config_is_preset(s->model)) snprintf(mp, sizeof mp, "preset %s", s->model);
+    if (catalog_is_preset(s->model)) snprintf(mp, sizeof mp, "preset %s", s->model);
     else if (file_print(s->model, mp, sizeof mp)) snprintf(mp, sizeof mp, "unreadable");
     json_object_set_new(in->fingerprints, "model", json_string(mp));
     int T = 1;
     for (int i = 0; i < s->n_cells; i++) T = s->cells[i].seq_len > T ? s->cells[i].seq_len : T;
-    run_cfg def;
-    run_cfg_defaults(&def);
-    in->eval_batches = def.eval_batches;
+    job_t def;
+    job_init(&def);
+    in->eval_batches = def.o.eval_batches;
     for (int i = 0; i < s->n_extra_args; i++) { /* --eval-batches N or --eval-batches=N in extra_args */
         const char *a = s->extra_args[i], *v = NULL;
         if (!a) continue;
@@ -160,9 +163,9 @@ static const char *str(json_t *cfg, const char *key, const char *want, char *buf
 
 const char *sweep_inputs_record_mismatch(const sweep_inputs *in, const sweep_spec *s, const sweep_mesh *m, int kind,
                                          json_t *rec, char *buf, size_t cap) {
-    json_t *cfg = json_object_get(rec, "config");
+    json_t *cfg = json_object_get(rec, K(CONFIG));
     if (!json_is_object(cfg)) return snprintf(buf, cap, "the record has no configuration"), buf;
-    json_t *model = json_object_get(cfg, "model");
+    json_t *model = json_object_get(cfg, K(MODEL));
     if (json_is_string(model)) /* a record the runner wrote itself (no run to take a configuration from) */
         return strcmp(json_string_value(model), s->model) ? differs(buf, cap, "model", model, s->model) : NULL;
     const char *key;
@@ -178,25 +181,26 @@ const char *sweep_inputs_record_mismatch(const sweep_inputs *in, const sweep_spe
         free(w);
         return buf;
     }
-    run_cfg d;
-    run_cfg_defaults(&d);
+    job_t dj;
+    job_init(&dj);
+    const job_opts d = dj.o;
     const char *r;
-    if ((r = num(cfg, "lr", s->lr, buf, cap)) || (r = num(cfg, "seed", (double)(s->has_seed ? s->seed : d.seed), buf, cap)) ||
-        (r = num(cfg, "grad_clip", s->has_grad_clip ? s->grad_clip : d.grad_clip, buf, cap)) ||
-        (r = num(cfg, "weight_decay", s->has_weight_decay ? s->weight_decay : d.weight_decay, buf, cap)) ||
-        (r = num(cfg, "warmup", s->warmup >= 0 ? s->warmup : d.warmup, buf, cap)) ||
-        (r = str(cfg, "schedule", s->schedule ? s->schedule : d.schedule, buf, cap)) ||
-        (r = str(cfg, "backend", s->backend, buf, cap)) || (r = str(cfg, "data", s->data, buf, cap)))
+    if ((r = num(cfg, K(LR), s->lr, buf, cap)) || (r = num(cfg, K(SEED), (double)(s->has_seed ? s->seed : d.seed), buf, cap)) ||
+        (r = num(cfg, K(GRAD_CLIP), s->has_grad_clip ? s->grad_clip : d.grad_clip, buf, cap)) ||
+        (r = num(cfg, K(WEIGHT_DECAY), s->has_weight_decay ? s->weight_decay : d.weight_decay, buf, cap)) ||
+        (r = num(cfg, K(WARMUP), s->warmup >= 0 ? s->warmup : d.warmup, buf, cap)) ||
+        (r = str(cfg, K(SCHEDULE), s->schedule ? s->schedule : d.schedule, buf, cap)) ||
+        (r = str(cfg, K(BACKEND), s->backend, buf, cap)) || (r = str(cfg, K(DATA), s->data, buf, cap)))
         return r;
     int eval = kind == SWEEP_ARGV_RUN && s->eval_data && s->eval_every > 0;
-    if ((r = str(cfg, "eval_data", eval ? s->eval_data : NULL, buf, cap)) ||
-        (eval && (r = num(cfg, "eval_every", s->eval_every, buf, cap))))
+    if ((r = str(cfg, K(EVAL_DATA), eval ? s->eval_data : NULL, buf, cap)) ||
+        (eval && (r = num(cfg, K(EVAL_EVERY), s->eval_every, buf, cap))))
         return r;
-    json_t *mb = json_object_get(cfg, "mem_budget");
+    json_t *mb = json_object_get(cfg, K(MEM_BUDGET));
     if (m->mem_budget_bytes && mb && !(json_is_integer(mb) && (uint64_t)json_integer_value(mb) == m->mem_budget_bytes)) {
         char w[40];
         snprintf(w, sizeof w, "%llu", (unsigned long long)m->mem_budget_bytes);
-        return differs(buf, cap, "mem_budget", mb, w);
+        return differs(buf, cap, K(MEM_BUDGET), mb, w);
     }
     return NULL;
 }

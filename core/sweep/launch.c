@@ -340,44 +340,6 @@ int sweep_launch_cleanup_openmpi(long pid) {
     return removed; /* base itself stays: another mpirun may be about to use it */
 }
 
-/* ---- files ----------------------------------------------------------------------------------- */
-
-int sweep_write_atomic(const char *path, const void *data, size_t len) {
-    char tmp[4200];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd), unlink(tmp);
-            errno = e;
-            return -1;
-        }
-        p += w, left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
 
 int sweep_mkdirs(const char *path, int mode) {
     char buf[4096];

@@ -54,8 +54,6 @@ int sweep_launch(const sweep_launch_opts *o, sweep_launch_result *r);
  * Returns how many were removed. Called by sweep_launch itself; public for tests. */
 int sweep_launch_cleanup_openmpi(long pid);
 
-/* Write len bytes to path via a temp file in the same directory, fsync, rename. 0 or -1 (errno). */
-int sweep_write_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p; 0 or -1 (errno). */
 int sweep_mkdirs(const char *path, int mode);
 /* The last max_lines non-empty lines of a text file (at most cap-1 bytes, newlines kept between

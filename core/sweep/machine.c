@@ -3,6 +3,7 @@
  * the rest of the runner this knows the engine only through its programs: the file is validated by
  * build/calibrate and build/train, here only its name and calibration date are read. */
 #include "core/sweep/machine.h"
+#include "core/job/catalog.h"
 #include "core/sweep/launch.h"
 #include "core/sweep/runner.h"
 
@@ -13,17 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* The machine file of this host next to the programs: DIR/machines/HOST-Nc.json, the name build/train and
- * build/calibrate give it (core/cost/predict.c, cost_local_machine_path; tests/t_cost.sh checks they agree) */
-static int local_path(const char *dir, char *out, size_t cap) {
-    char host[64] = {0};
-    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "unknown");
-    for (char *c = host; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int w = snprintf(out, cap, "%s/machines/%s-%ldc.json", dir, host, cores > 0 ? cores : 0);
-    return w < 0 || (size_t)w >= cap ? -1 : 0;
-}
 
 /* launcher (with {world}) + -x for Open MPI + calibrate */
 static int calib_argv(const sweep_runner *R, const char *calib, sweep_argv *a) {
@@ -119,7 +109,7 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi) {
         return 0;
     }
     if (given && *given) snprintf(mi->path, sizeof mi->path, "%s", given);
-    else if (local_path(dir, mi->path, sizeof mi->path)) return 0;
+    else if (catalog_machine_path(dir, mi->path, sizeof mi->path)) return 0;
     int exists = access(mi->path, R_OK) == 0;
     if (strcmp(R->spec->backend, "cpu")) {   /* GPU runs predict with their device's model */
         if (R->spec->gpu) {   /* build/train --plan --gpu NAME predicts with that GPU's shipped model */

@@ -9,6 +9,7 @@
 #include "core/sweep/grid.h"
 #include "core/sweep/inputs.h"
 #include "core/sweep/launch.h"
+#include "core/common/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -226,7 +227,7 @@ static int write_record(sweep_runner *R, const char *path, json_t *rec) {
         if (t2) {
             text = t2;
             text[len] = '\n', text[len + 1] = '\0';
-            rc = sweep_write_atomic(path, text, len + 1);
+            rc = files_write_atomic(path, text, len + 1);
         }
     }
     if (rc != 0) {

@@ -5,6 +5,7 @@
 #include "core/sweep/results.h"
 #include "core/common/errmsg.h"
 #include "core/sweep/launch.h"
+#include "core/common/files.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -50,7 +51,7 @@ int sweep_sb_write(sweep_sbuf *b, const char *dir, const char *name, char *err, 
     if (b->oom) {
         errmsg_set(err, el, "%s: out of memory", path);
         rc = -1;
-    } else if (sweep_write_atomic(path, b->p ? b->p : "", b->len) != 0) {
+    } else if (files_write_atomic(path, b->p ? b->p : "", b->len) != 0) {
         errmsg_set(err, el, "cannot write %s: %s", path, strerror(errno));
         rc = -1;
     }

@@ -13,6 +13,8 @@
 #include "core/sweep/inputs.h"
 #include "core/sweep/launch.h"
 #include "core/sweep/machine.h"
+#include "core/common/files.h"
+#include "core/job/catalog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -117,7 +119,7 @@ static int on_path(const char *prog) {
 static int check_inputs(const sweep_spec *s, int plan_only, sweep_inputs *in, char *err, size_t el) {
     char why[PATH_MAX + 200];
     model_config cfg;
-    if (config_resolve(&cfg, s->model, why, sizeof why) != 0) {
+    if (catalog_model(&cfg, s->model, why, sizeof why) != 0) {
         snprintf(err, el, "model: %s", why);
         return -1;
     }
@@ -296,7 +298,7 @@ static int prepare_folder(sweep_runner *R, const char *base, const sweep_run_opt
     /* a folder that cannot take a file (read-only, full) stops the sweep before anything runs */
     char probe_path[PATH_MAX];
     sweep_pathf(probe_path, sizeof probe_path, "%s/.write-test", runs);
-    if (sweep_write_atomic(probe_path, "", 0) != 0 || unlink(probe_path) != 0) {
+    if (files_write_atomic(probe_path, "", 0) != 0 || unlink(probe_path) != 0) {
         fprintf(stderr, "sweep: cannot write in %s: %s\n", runs, strerror(errno));
         return SWEEP_EXIT_IO;
     }

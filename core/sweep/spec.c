@@ -6,6 +6,7 @@
 #include "core/sweep/grid.h"
 
 #include "core/formats/config.h"
+#include "core/common/parse.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -1,12 +1,13 @@
 /* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the HF config.json loader of core/formats/config.c
- * (config_resolve on a path: strict JSON, LlamaConfig fields, validation). The input is the file's
+ * (catalog_model on a path: strict JSON, LlamaConfig fields, validation). The input is the file's
  * bytes. Oracles: an accepted config passes config_validate, has positive sizes and a positive
  * parameter count; a rejected one leaves one line (no newline) in the error buffer. Short inputs
- * without '/' are also tried as preset names, which must be one of config_presets or rejected.
+ * without '/' are also tried as preset names, which must be a preset (core/job/catalog.h) or rejected.
  * Not the training options (bench/train.c). */
 #include "tests/fuzz/fuzz_common.h"
 
 #include "core/formats/config.h"
+#include "core/job/catalog.h"
 
 static void hf_check_result(int rc, const model_config *c, const char *err) {
     if (rc == 0) {
@@ -29,7 +30,7 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
     if (path) {
         model_config c;
         char err[512] = "";
-        int rc = config_resolve(&c, path, err, sizeof err);
+        int rc = catalog_model(&c, path, err, sizeof err);
         hf_check_result(rc, &c, err);
     }
     if (size < 64 && !memchr(data, '/', size)) {
@@ -39,12 +40,10 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
         if (name && !(n >= 5 && strcmp(name + n - 5, ".json") == 0)) {
             model_config c;
             char err[512] = "";
-            int rc = config_resolve(&c, name, err, sizeof err);
+            int rc = catalog_model(&c, name, err, sizeof err);
             hf_check_result(rc, &c, err);
             if (rc == 0) {
-                int known = 0;
-                for (int i = 0; config_presets[i]; i++) known |= strcmp(config_presets[i], name) == 0;
-                FUZZ_ASSERT(known);
+                FUZZ_ASSERT(catalog_is_preset(name));
             }
         }
         free(name);

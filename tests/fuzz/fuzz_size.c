@@ -7,6 +7,7 @@
 #include "tests/fuzz/fuzz_common.h"
 
 #include "core/formats/config.h"
+#include "core/common/parse.h"
 
 #include <limits.h>
 #include <math.h>

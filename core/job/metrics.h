@@ -1,4 +1,4 @@
-/* core/run/metrics.h — the metric definitions of docs/metrics.md, one documented function each. */
+/* core/job/metrics.h — the metric definitions of docs/metrics.md, one documented function each. */
 #ifndef MESHSWEEP_METRICS_H
 #define MESHSWEEP_METRICS_H
 #include "core/formats/config.h"

@@ -1,5 +1,5 @@
-/* core/run/metrics.c — see metrics.h. */
-#include "core/run/metrics.h"
+/* core/job/metrics.c — see metrics.h. */
+#include "core/job/metrics.h"
 #include "core/engine/comm.h"
 #include <stdlib.h>
 #include <string.h>
