@@ -54,6 +54,14 @@ expect_exit cost_machine_denormal_rate 2 'denorm.json: compute.memory_gbs: .* is
 expect_exit cost_machine_unit_confused 2 'flops.json: compute.peak_tflops: .* is not a plausible figure' -- "$TRAIN" "${PT[@]}" --machine "$T/flops.json"
 MESHSWEEP_MACHINE=$T/zero.json expect_exit cost_env_machine_checked 2 'compute.peak_tflops' -- "$TRAIN" "${PT[@]}"
 expect_exit cost_gpus_per_host_plan_only 2 'gpus-per-host is only valid with --plan' -- "$TRAIN" --gpus-per-host 8 --steps 1
+expect_exit cost_gpus_per_host_divides_world 2 '^train: --gpus-per-host 8 does not divide --world 12' -- \
+  "$TRAIN" --plan --model tiny --world 12 --gpus-per-host 8 --machine h100-80gb
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["comm"]["overlap_slowdown"]=-0.1; json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/ovneg.json"
+expect_exit cost_machine_overlap_slowdown_negative 2 'ovneg.json: comm.overlap_slowdown: must be >= 0' -- "$TRAIN" "${PT[@]}" --machine "$T/ovneg.json"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["comm"]["overlap_slowdown"]=3; json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/ov3.json"
+expect_exit cost_machine_overlap_slowdown_range 2 'ov3.json: comm.overlap_slowdown: must be <= 1' -- "$TRAIN" "${PT[@]}" --machine "$T/ov3.json"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["comm"]["collectives"][0]["busbw_half_bytes"]=-5; json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/half.json"
+expect_exit cost_machine_half_bytes_negative 2 'half.json: comm.collectives\[0\].busbw_half_bytes: must be >= 0' -- "$TRAIN" "${PT[@]}" --machine "$T/half.json"
 
 # ---- a run records its prediction next to what it measured ----------------------------------------
 if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --model tiny --seq-len 32 --batch-size 2 --steps 4 \

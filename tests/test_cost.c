@@ -1,11 +1,11 @@
 /* tests/test_cost.c — the step-time model (core/cost/) on its own: the arithmetic of a hand-made trace on
  * a machine with known tables (the exact predicted milliseconds), the overlap rules of the timeline
  * (a started gather longer than the compute it hides behind exposes the difference, a shorter one
- * nothing; without overlap it is all exposed; a blocking collective always is), the look-ups (curve
- * interpolation, nearest measured GEMM shapes, the collective entry for a group shape and for a started
- * collective), the recorded
- * step (every started collective is waited for; the GEMM FLOPs of a step are exactly 6 × tokens ×
- * matrix parameters), monotonicity on real steps (more bandwidth is never slower, more ranks per core
+ * nothing; without overlap it is all exposed; a blocking collective always is), hand-computed timelines
+ * for each clock that can end the step, the look-ups (curve interpolation, nearest measured GEMM shapes,
+ * the collective entry for a group shape and for a started collective), the recorded step (every
+ * started collective is waited for; the GEMM FLOPs of a step are exactly 6 × tokens × matrix
+ * parameters; the layers every:K recomputes), monotonicity on real steps (more bandwidth is never slower, more ranks per core
  * never faster), and the machine file: round trip, and every bad file a line naming its field. */
 #include "tests/check.h"
 #include "core/cost/machine.h"
@@ -146,6 +146,122 @@ static void test_overlap(void) {
     cost_machine_free(&m);
 }
 
+/* The step ends when the last of the three clocks stops (core/cost/timeline.h); one hand-computed
+ * timeline per clock that can be the last, and per way the compute stream gets there. Ops of 0.5 ms
+ * (the toy GEMM at 500 us) and all-gathers over 2 ranks of bytes / 2 / 1 GB/s with no latency
+ * (5 ms: 1e7 bytes). Times below in ms: step, compute, comm, exposed. */
+typedef struct { const char *name; int async, overlap; cost_event ev[6]; int n; double step, compute, comm, exposed; } tl_case;
+
+static void test_timeline_ends(void) {
+    const cost_event G = op(COST_GEMM_FWD, 100, 100, 100);
+    cost_event Gh = G;
+    Gh.host = 1;                                        /* the host waits for its result (a copy to the host) */
+    cost_event hostcoll = coll(COST_EV_COLL, 4e6, 0);   /* 2 ms, MPI on host memory */
+    hostcoll.host = 1;
+    const tl_case cases[] = {
+        /* an async collective of 5 ms started at 0.5 ms, nothing waits for it: the communication stream is
+         * the last clock, 5.5 ms, of which 4.5 exposed (on an async device and on a synchronous one) */
+        {"cost_timeline_ends_on_comm_stream_async", 1, 1, {G, coll(COST_EV_START, 1e7, 1), G}, 3, 5.5, 1.0, 5.0, 4.5},
+        {"cost_timeline_ends_on_comm_stream_sync", 0, 1, {G, coll(COST_EV_START, 1e7, 1), G}, 3, 5.5, 1.0, 5.0, 4.5},
+        /* the same collective waited for after the compute: the compute stream ends with it */
+        {"cost_timeline_ends_on_wait_for_long_collective", 1, 1,
+         {G, coll(COST_EV_START, 1e7, 1), G, coll(COST_EV_WAIT, 0, 1)}, 4, 5.5, 1.0, 5.0, 4.5},
+        /* a 0.2 ms collective behind 0.5 ms of compute: hidden, the compute stream ends the step */
+        {"cost_timeline_ends_on_compute_collective_hidden", 1, 1,
+         {G, coll(COST_EV_START, 4e5, 1), G, coll(COST_EV_WAIT, 0, 1)}, 4, 1.0, 1.0, 0.2, 0.0},
+        /* a blocking 2 ms collective last: the compute stream waits for its end, 2.5 ms */
+        {"cost_timeline_ends_on_blocking_collective", 1, 1, {G, coll(COST_EV_COLL, 4e6, 0)}, 2, 2.5, 0.5, 2.0, 2.0},
+        /* an op's result copied to the host, then 2 ms of MPI on host memory: the host is the last clock
+         * (the device stream stopped at 0.5 ms) */
+        {"cost_timeline_ends_on_host", 1, 1, {Gh, hostcoll}, 2, 2.5, 0.5, 2.0, 2.0},
+        /* no overlap (MPI on host buffers): the started collective runs at its wait, after all compute */
+        {"cost_timeline_ends_on_wait_without_overlap", 0, 0,
+         {G, coll(COST_EV_START, 1e7, 1), G, coll(COST_EV_WAIT, 0, 1)}, 4, 6.0, 1.0, 5.0, 5.0},
+        /* synchronous device, no overlap: an op after a blocking collective ends the step */
+        {"cost_timeline_ends_on_op_after_collective", 0, 0, {G, coll(COST_EV_COLL, 4e6, 0), G}, 3, 3.0, 1.0, 2.0, 2.0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const tl_case *k = &cases[c];
+        cost_machine m;
+        toy_machine(&m, k->async, k->overlap);
+        m.gemm[0].us = 500;
+        m.coll[0].latency_us = 0;
+        cost_event ev[6];
+        memcpy(ev, k->ev, sizeof ev);
+        cost_trace t = {.ev = ev, .n = (size_t)k->n, .cbytes = 4};
+        cost_place p = {.world = 2, .tp = 1, .rank = 0, .ranks_per_host = 2};
+        cost_result r;
+        char err[256] = "";
+        int rc = cost_timeline(&t, &m, &p, &r, err, sizeof err);
+        CHECK(rc == 0 && near(r.step_ms, k->step) && near(r.compute_ms, k->compute) && near(r.comm_ms, k->comm) &&
+              near(r.exposed_comm_ms, k->exposed), k->name,
+              "rc %d (%s): step %.6f compute %.6f comm %.6f exposed %.6f ms, want %g %g %g %g", rc, err, r.step_ms,
+              r.compute_ms, r.comm_ms, r.exposed_comm_ms, k->step, k->compute, k->comm, k->exposed);
+        cost_machine_free(&m);
+    }
+}
+
+/* Compute beside a running collective pays the machine's overlap slowdown (here 0.5: 1.5x as long) while the
+ * collective runs, and runs at full speed after it ends. Hand-computed, in ms: ops of 0.5, all-gathers over 2
+ * ranks at 1 GB/s busbw with no latency. */
+static void test_overlap_slowdown(void) {
+    const cost_event G = op(COST_GEMM_FWD, 100, 100, 100);
+    struct { const char *name; cost_event ev[5]; int n; double step, compute, slow; } cases[] = {
+        /* a 5 ms collective started at 0.5 ms; the two ops after it both lie inside it: 0.75 ms each */
+        {"cost_overlap_slowdown_inside", {G, coll(COST_EV_START, 1e7, 1), G, G}, 4, 5.5, 2.0, 0.5},
+        /* a 0.2 ms collective from 0.5 to 0.7 ms: the op after it runs 0.2 ms at 2/3 speed (0.1333 ms of its
+         * work), the rest (0.3667) at full speed: it ends at 1.0667, 0.0667 late */
+        {"cost_overlap_slowdown_partial", {G, coll(COST_EV_START, 4e5, 1), G, coll(COST_EV_WAIT, 0, 1)}, 4,
+         0.7 + (0.5 - 0.2 / 1.5), 0.5 + 0.2 + (0.5 - 0.2 / 1.5), 0.2 + (0.5 - 0.2 / 1.5) - 0.5},
+        /* nothing in flight: no slowdown */
+        {"cost_overlap_slowdown_none_without_collective", {G, G}, 2, 1.0, 1.0, 0.0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cost_machine m;
+        toy_machine(&m, 1, 1);
+        m.gemm[0].us = 500;
+        m.coll[0].latency_us = 0;
+        m.overlap_slowdown = 0.5;
+        cost_trace t = {.ev = cases[c].ev, .n = (size_t)cases[c].n, .cbytes = 4};
+        cost_place p = {.world = 2, .tp = 1, .rank = 0, .ranks_per_host = 2};
+        cost_result r;
+        char err[256] = "";
+        int rc = cost_timeline(&t, &m, &p, &r, err, sizeof err);
+        CHECK(rc == 0 && near(r.step_ms, cases[c].step) && near(r.compute_ms, cases[c].compute) && near(r.overlap_ms, cases[c].slow),
+              cases[c].name, "rc %d (%s): step %.6f compute %.6f slowdown %.6f ms, want %.6f %.6f %.6f", rc, err, r.step_ms,
+              r.compute_ms, r.overlap_ms, cases[c].step, cases[c].compute, cases[c].slow);
+        cost_machine_free(&m);
+    }
+}
+
+/* Bus bandwidth climbs with the message (busbw_half_bytes): half of it at that size, 1/1.1 at 100x it; and
+ * the shipped H100's all-reduce is 365 GB/s on 2 and 4 GPUs of a host, 480 on the 8 (NVLink SHARP). */
+static void test_busbw_curve(void) {
+    cost_machine m;
+    toy_machine(&m, 1, 1);
+    m.coll[0].latency_us = 0;
+    m.coll[0].half_bytes = 1e6;
+    char err[256] = "";
+    double half = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1e6, 2, 2, 2, 0, err, sizeof err);
+    double big = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1e8, 2, 2, 2, 0, err, sizeof err);
+    CHECK(near(half, 1e6 * 0.5 / 0.5e3) && near(big, 1e8 * 0.5 * 1.1 / 1e3), "cost_busbw_climbs_with_bytes",
+          "1 MB %g us (want %g), 100 MB %g us (want %g)", half, 1e6 * 0.5 / 0.5e3, big, 1e8 * 0.5 * 1.1 / 1e3);
+    cost_machine_free(&m);
+    CHECK(cost_machine_shipped("h100-80gb", &m) == 0, "cost_shipped_h100", "h100-80gb not shipped");
+    double bytes = 1e9, shape = 1 + sqrt(8e6 / bytes), bw[3];
+    int ns[3] = {2, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        int n = ns[i];
+        double t = cost_machine_coll_us(&m, COMM_ALL_REDUCE, bytes, n, n, 8, COST_COLL_STARTED, err, sizeof err);
+        bw[i] = bytes * 2.0 * (n - 1) / n / ((t - 6 - 0.5 * 2 * (n - 1)) * 1e3) * shape;   /* back to the peak busbw */
+    }
+    CHECK(fabs(bw[0] - 365) < 0.5 && fabs(bw[1] - 365) < 0.5 && fabs(bw[2] - 480) < 0.5, "cost_shipped_all_reduce_by_group_size",
+          "busbw on 2/4/8 GPUs %.1f %.1f %.1f GB/s, want 365 365 480", bw[0], bw[1], bw[2]);
+    CHECK(m.overlap_slowdown > 0 && m.attention_bwd_efficiency < m.attention_efficiency, "cost_shipped_overlap_and_attention_bwd",
+          "overlap slowdown %g, attention fwd %g bwd %g", m.overlap_slowdown, m.attention_efficiency, m.attention_bwd_efficiency);
+    cost_machine_free(&m);
+}
+
 static void test_lookups(void) {
     cost_curve c = {.n = 3, .x = {100, 200, 400}, .us = {10, 20, 24}};
     CHECK(near(cost_curve_at(&c, 150), 15) && near(cost_curve_at(&c, 300), 22) && near(cost_curve_at(&c, 800), 48) &&
@@ -187,6 +303,20 @@ static void test_lookups(void) {
     double intra = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1e8, 8, 8, 8, 0, err, sizeof err);
     double inter = cost_machine_coll_us(&m, COMM_ALL_GATHER, 1e8, 8, 1, 8, 0, err, sizeof err);
     CHECK(intra > 0 && inter > 5 * intra, "cost_inter_host_slower", "intra %g us inter %g us", intra, inter);
+    /* placement: 64 ranks, 8 on each host, run 8 rings over the hosts, one per GPU's port: busbw
+     * min(8 x 45, 370) = 360 GB/s against 45 with one rank per host (latency 15 us + 2.5 us x 63 steps), each
+     * on the curve of a message of 1 GB across hosts (busbw / (1 + sqrt(32 MB / 1 GB))) */
+    double lat = 15 + 2.5 * 63, bytes = 1e9, f = 63.0 / 64 * (1 + sqrt(32e6 / 1e9));
+    double k8 = cost_machine_coll_us(&m, COMM_ALL_GATHER, bytes, 64, 8, 8, 0, err, sizeof err);
+    double k1 = cost_machine_coll_us(&m, COMM_ALL_GATHER, bytes, 64, 1, 1, 0, err, sizeof err);
+    double k2 = cost_machine_coll_us(&m, COMM_ALL_GATHER, bytes, 64, 2, 2, 0, err, sizeof err);
+    CHECK(fabs(k8 - (lat + bytes * f / 360e3)) < 1e-6 * k8 && fabs(k1 - (lat + bytes * f / 45e3)) < 1e-6 * k1 &&
+          fabs(k2 - (lat + bytes * f / 90e3)) < 1e-6 * k2,
+          "cost_inter_host_rings_per_port", "8/host %g us (want %g), 1/host %g (want %g), 2/host %g (want %g)", k8,
+          lat + bytes * f / 360e3, k1, lat + bytes * f / 45e3, k2, lat + bytes * f / 90e3);
+    m.nic_per_rank = 0;   /* one port per host: the ranks of a host share it */
+    double shared = cost_machine_coll_us(&m, COMM_ALL_GATHER, bytes, 64, 8, 8, 0, err, sizeof err);
+    CHECK(fabs(shared - k1) < 1e-6 * k1, "cost_inter_host_one_port", "%g us, want %g", shared, k1);
     cost_machine_free(&m);
     CHECK(cost_machine_shipped("h100-80gbx", &m) == -1, "cost_shipped_unknown", "an unknown name was found");
 }
@@ -226,6 +356,36 @@ static void test_trace(void) {
     double want = 6.0 * o.B * o.T * P;
     CHECK(rc == 0 && near(g, want), "cost_trace_gemm_flops_6NT", "GEMM FLOPs %.0f want %.0f", g, want);
     cost_trace_free(&t);
+}
+
+/* Which layers every:K recomputes: the recorded step of a 4-layer model on 1 rank, as the sequence of
+ * attention forwards (F) and backwards (B). A recomputed layer runs its forward again right before its
+ * backward; the recomputed layers are the first of each K (docs/options.md: i mod K == 0 from 0), so
+ * every:2 is layers 0 and 2, every:3 layers 0 and 3. The gradients cannot tell (recomputing is the same
+ * arithmetic) and the activation bytes of layers {1, 3} lie between none and full as those of {0, 2} do. */
+static void test_trace_every_k(void) {
+    model_config c = cfg_of("tiny");
+    struct { int k; const char *want, *name; } cases[] = {
+        {0, "FFFFBBBB", "cost_trace_checkpoint_none"},
+        {1, "FFFFFBFBFBFB", "cost_trace_checkpoint_full"},
+        {2, "FFFFBFBBFB", "cost_trace_checkpoint_every2_layers_0_2"},
+        {3, "FFFFFBBBFB", "cost_trace_checkpoint_every3_layers_0_3"},
+        {4, "FFFFBBBFB", "cost_trace_checkpoint_every4_layer_0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        model_opts o = {.B = 1, .T = 16, .prefetch = 1, .checkpoint = cases[i].k};
+        cost_trace t = {0};
+        char err[256] = "", seq[64] = "";
+        int rc = cost_record_step(&c, 1, 1, 0, DTYPE_F32, &o, &t, err, sizeof err);
+        size_t n = 0;
+        for (size_t e = 0; rc == 0 && e < t.n && n + 1 < sizeof seq; e++)
+            if (t.ev[e].type == COST_EV_OP && (t.ev[e].kind == COST_ATTN_FWD || t.ev[e].kind == COST_ATTN_BWD))
+                seq[n++] = t.ev[e].kind == COST_ATTN_FWD ? 'F' : 'B';
+        seq[n] = 0;
+        CHECK(rc == 0 && c.num_hidden_layers == 4 && strcmp(seq, cases[i].want) == 0, cases[i].name,
+              "rc %d (%s), %d layers: attention %s, want %s", rc, err, c.num_hidden_layers, seq, cases[i].want);
+        cost_trace_free(&t);
+    }
 }
 
 static double predict_full(const cost_machine *m, int world, int tp, int rph, cost_prediction *p) {
@@ -353,8 +513,12 @@ static void test_files(void) {
 int main(void) {
     test_arithmetic();
     test_overlap();
+    test_timeline_ends();
+    test_overlap_slowdown();
+    test_busbw_curve();
     test_lookups();
     test_trace();
+    test_trace_every_k();
     test_monotone();
     test_files();
     return check_exit();

@@ -115,7 +115,10 @@ double cost_machine_op_us(const cost_machine *m, const cost_event *e) {
     int attn = k == COST_ATTN_FWD || k == COST_ATTN_BWD;
     double x = attn ? e->flops : e->bytes;
     if (m->ops[k].n > 0) return cost_curve_at(&m->ops[k], x);
-    if (attn) return e->flops / (peak_per_us * m->attention_efficiency);
+    if (attn) {
+        double eff = k == COST_ATTN_BWD && m->attention_bwd_efficiency > 0 ? m->attention_bwd_efficiency : m->attention_efficiency;
+        return e->flops / (peak_per_us * eff);
+    }
     if (k == COST_TO_HOST || k == COST_FROM_HOST) return e->bytes / (m->host_link_gbs * 1e3);
     return e->bytes / (m->memory_gbs * m->memory_efficiency * 1e3);
 }
@@ -150,8 +153,10 @@ static double coll_time(const cost_coll *c, double bytes, int n) {
         memcpy(cv.us, c->us, (size_t)c->npts * sizeof(double));
         return cost_curve_at(&cv, bytes);
     }
+    double bw = c->busbw_gbs;
+    if (c->half_bytes > 0 && bytes > 0) bw /= 1 + sqrt(c->half_bytes / bytes);
     return c->latency_us + c->latency_per_step_us * cost_ring_steps(c->kind, n) +
-           bytes * cost_busbw_factor(c->kind, n) / (c->busbw_gbs * 1e3);
+           bytes * cost_busbw_factor(c->kind, n) / (bw * 1e3);
 }
 
 /* The entry of one kind, transport and start mode: the exact group shape at the same job ranks on the
@@ -175,6 +180,19 @@ static double find(const cost_machine *m, int kind, double bytes, int ranks, int
     }
     if (exact) return coll_time(exact, bytes, ranks);
     if (shape) return coll_time(shape, bytes, ranks) * cost_machine_share(m, host_ranks) / cost_machine_share(m, shape->host_ranks);
+    if (dflt && scope == COST_SCOPE_INTER && m->nic_per_rank && ranks_per_host > 1 && dflt->npts == 0) {
+        /* k ranks per host, each with its own port: k rings over the hosts at once, as fast as the host's
+         * own links let them (nccl-tests: a node's busbw across nodes is about its total NIC bandwidth) */
+        const cost_coll *in = NULL;
+        for (int i = 0; i < m->ncoll; i++) {
+            const cost_coll *c = &m->coll[i];
+            if (c->kind == kind && c->host == host && c->started == started && c->ranks == 0 && c->scope == COST_SCOPE_INTRA) in = c;
+        }
+        cost_coll k = *dflt;
+        k.busbw_gbs = dflt->busbw_gbs * ranks_per_host;
+        if (in && in->npts == 0 && in->busbw_gbs < k.busbw_gbs) k.busbw_gbs = in->busbw_gbs;
+        return coll_time(&k, bytes, ranks);
+    }
     if (dflt) return coll_time(dflt, bytes, ranks);
     const cost_coll *near = NULL;
     double best = 0;

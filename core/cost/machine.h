@@ -36,6 +36,8 @@ typedef struct cost_coll {
     int host;                  /* 1: host-memory collectives over MPI (the f64 all-reduces of device runs) */
     int started;               /* 1: measured as the engine's started collective (comm_*_start, then comm_wait) */
     double latency_us, latency_per_step_us, busbw_gbs;
+    double half_bytes;         /* > 0: busbw climbs with the message as nccl-tests curves do,
+                                  busbw_gbs / (1 + sqrt(half_bytes / bytes)): half of it at half_bytes */
     int npts;                  /* measured times by bytes (optional) */
     double bytes[COST_MAX_POINTS], us[COST_MAX_POINTS];
 } cost_coll;
@@ -51,6 +53,7 @@ typedef struct cost_machine {
     int n_eff;                /* GEMM efficiency (fraction of peak) by GEMM FLOPs, piecewise linear in log FLOPs */
     double eff_flops[COST_MAX_EFF], eff[COST_MAX_EFF];
     double attention_efficiency;
+    double attention_bwd_efficiency;   /* the backward's own fraction of peak (0: as the forward) */
     double memory_gbs, memory_efficiency;   /* bandwidth-bound ops: bytes / (memory_gbs · efficiency) */
     double host_link_gbs;     /* to_host / from_host copies */
     double sequence_factor;   /* whole steps' ops in order against the sum of the table's figures for them (every
@@ -64,6 +67,11 @@ typedef struct cost_machine {
     double oversubscribed_efficiency;   /* ranks beyond the cores: compute × max(1, ranks / (cores · this)) */
     /* comm */
     int overlap;              /* a started collective progresses while the rank computes (NCCL streams) */
+    double overlap_slowdown;  /* compute running while a collective is in flight takes (1 + this) x as long: the
+                                 collective's kernels hold SMs and memory bandwidth (0: none, the CPU files) */
+    int nic_per_rank;         /* each rank of a host has its own network port (GPU hosts: one NIC per GPU): a group
+                                 spanning hosts with k ranks on each runs k rings at once, its bus bandwidth
+                                 min(k × the network's, the host's own for that kind); 0: one port per host */
     int ncoll;
     cost_coll *coll;          /* owned */
     json_t *sources;          /* {"field": "source, or estimate: why"} (owned; may be NULL) */

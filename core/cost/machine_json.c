@@ -55,6 +55,10 @@ static int num(rd *r, json_t *obj, const char *path, const char *key, int req, i
     if (!isfinite(x)) return bad(r, p, "must be finite");
     if (range == NONNEG && x < 0) return bad(r, p, "must be >= 0 (got %g)", x);
     if (range == POS && !(x > 0)) return bad(r, p, "must be > 0 (got %g)", x);
+    /* the units are GB/s, TFLOP/s and microseconds: a rate below 1e-9 or above 1e9 of them is a unit
+     * mistake or a denormal, never a machine (1e-320 passes "> 0") */
+    if (range == POS && (x < 1e-9 || x > 1e9))
+        return bad(r, p, "%g is not a plausible figure in its units (GB/s, TFLOP/s, us: 1e-9 to 1e9)", x);
     if (range == FRACTION && !(x > 0 && x <= 1)) return bad(r, p, "must be in (0, 1] (got %g)", x);
     *out = x;
     return 0;
@@ -160,7 +164,7 @@ static int parse_gemm(rd *r, json_t *a, cost_machine *m) {
 
 static int parse_compute(rd *r, json_t *c, cost_machine *m) {
     static const char *const keys[] = {"async", "launch_us", "peak_tflops", "gemm_efficiency", "attention_efficiency",
-                                       "memory_gbs", "memory_efficiency", "host_link_gbs", "sequence_factor", "gemm", "ops", NULL};
+                                       "attention_bwd_efficiency", "memory_gbs", "memory_efficiency", "host_link_gbs", "sequence_factor", "gemm", "ops", NULL};
     const char *p = "compute";
     if (keys_known(r, c, p, keys) || boolean(r, c, p, "async", &m->async) ||
         num(r, c, p, "launch_us", 1, NONNEG, &m->launch_us) || num(r, c, p, "peak_tflops", 1, POS, &m->peak_tflops) ||
@@ -169,6 +173,8 @@ static int parse_compute(rd *r, json_t *c, cost_machine *m) {
         num(r, c, p, "memory_efficiency", 1, FRACTION, &m->memory_efficiency) ||
         num(r, c, p, "host_link_gbs", 1, POS, &m->host_link_gbs))
         return -1;
+    m->attention_bwd_efficiency = 0;   /* optional: absent, the backward runs as the forward */
+    if (num(r, c, p, "attention_bwd_efficiency", 0, FRACTION, &m->attention_bwd_efficiency) < 0) return -1;
     m->sequence_factor = 1;   /* optional: files calibrated before it was measured have none */
     if (num(r, c, p, "sequence_factor", 0, POS, &m->sequence_factor) < 0) return -1;
     json_t *ge = json_object_get(c, "gemm_efficiency");
@@ -194,7 +200,7 @@ static int parse_compute(rd *r, json_t *c, cost_machine *m) {
 
 static int parse_coll(rd *r, json_t *e, const char *q, cost_coll *c) {
     static const char *const keys[] = {"kind", "scope", "ranks", "ranks_per_host", "host_ranks", "host", "started",
-                                       "latency_us", "latency_per_step_us", "busbw_gbs", "table", NULL};
+                                       "latency_us", "latency_per_step_us", "busbw_gbs", "busbw_half_bytes", "table", NULL};
     char kind[32], scope[16];
     if (!json_is_object(e)) return bad(r, q, "must be an object");
     if (keys_known(r, e, q, keys) || string(r, e, q, "kind", 1, kind, sizeof kind)) return -1;
@@ -223,7 +229,8 @@ static int parse_coll(rd *r, json_t *e, const char *q, cost_coll *c) {
     if (st && !json_is_boolean(st)) { snprintf(p2, sizeof p2, "%s.started", q); return bad(r, p2, "must be true or false"); }
     c->started = st && json_is_true(st);
     if (num(r, e, q, "latency_us", 1, NONNEG, &c->latency_us) < 0 || num(r, e, q, "busbw_gbs", 1, POS, &c->busbw_gbs) < 0 ||
-        num(r, e, q, "latency_per_step_us", 0, NONNEG, &c->latency_per_step_us) < 0)
+        num(r, e, q, "latency_per_step_us", 0, NONNEG, &c->latency_per_step_us) < 0 ||
+        num(r, e, q, "busbw_half_bytes", 0, NONNEG, &c->half_bytes) < 0)
         return -1;
     json_t *t = json_object_get(e, "table");
     if (!t) return 0;
@@ -232,8 +239,13 @@ static int parse_coll(rd *r, json_t *e, const char *q, cost_coll *c) {
 }
 
 static int parse_comm(rd *r, json_t *c, cost_machine *m) {
-    static const char *const keys[] = {"overlap", "collectives", NULL};
+    static const char *const keys[] = {"overlap", "overlap_slowdown", "nic_per_rank", "collectives", NULL};
     if (keys_known(r, c, "comm", keys) || boolean(r, c, "comm", "overlap", &m->overlap)) return -1;
+    m->overlap_slowdown = 0;   /* optional: compute beside a running collective as fast as alone */
+    if (num(r, c, "comm", "overlap_slowdown", 0, NONNEG, &m->overlap_slowdown) < 0) return -1;
+    if (m->overlap_slowdown > 1) return bad(r, "comm.overlap_slowdown", "must be <= 1 (a fraction of the op's time; got %g)", m->overlap_slowdown);
+    m->nic_per_rank = 0;   /* optional: a network port per rank (GPU hosts), machine.h */
+    if (json_object_get(c, "nic_per_rank") && boolean(r, c, "comm", "nic_per_rank", &m->nic_per_rank)) return -1;
     json_t *a = json_object_get(c, "collectives");
     if (!a) return bad(r, "comm.collectives", "missing");
     if (!json_is_array(a) || json_array_size(a) == 0) return bad(r, "comm.collectives", "must be a non-empty array");
@@ -352,6 +364,7 @@ static json_t *coll_json(const cost_coll *c) {
     json_object_set_new(e, "latency_us", json_real(c->latency_us));
     json_object_set_new(e, "latency_per_step_us", json_real(c->latency_per_step_us));
     json_object_set_new(e, "busbw_gbs", json_real(c->busbw_gbs));
+    if (c->half_bytes > 0) json_object_set_new(e, "busbw_half_bytes", json_real(c->half_bytes));
     if (c->npts) json_object_set_new(e, "table", pairs_json(c->bytes, c->us, c->npts));
     return e;
 }
@@ -371,6 +384,7 @@ json_t *cost_machine_to_json(const cost_machine *m) {
     json_object_set_new(c, "peak_tflops", json_real(m->peak_tflops));
     json_object_set_new(c, "gemm_efficiency", pairs_json(m->eff_flops, m->eff, m->n_eff));
     json_object_set_new(c, "attention_efficiency", json_real(m->attention_efficiency));
+    if (m->attention_bwd_efficiency > 0) json_object_set_new(c, "attention_bwd_efficiency", json_real(m->attention_bwd_efficiency));
     json_object_set_new(c, "memory_gbs", json_real(m->memory_gbs));
     json_object_set_new(c, "memory_efficiency", json_real(m->memory_efficiency));
     json_object_set_new(c, "host_link_gbs", json_real(m->host_link_gbs));
@@ -395,7 +409,9 @@ json_t *cost_machine_to_json(const cost_machine *m) {
                                               "oversubscribed_efficiency", m->oversubscribed_efficiency));
     json_t *cl = json_array();
     for (int i = 0; i < m->ncoll; i++) json_array_append_new(cl, coll_json(&m->coll[i]));
-    json_object_set_new(j, "comm", json_pack("{s:b, s:o}", "overlap", m->overlap, "collectives", cl));
+    json_t *cm = json_pack("{s:b, s:b, s:o}", "overlap", m->overlap, "nic_per_rank", m->nic_per_rank, "collectives", cl);
+    if (m->overlap_slowdown > 0) json_object_set_new(cm, "overlap_slowdown", json_real(m->overlap_slowdown));
+    json_object_set_new(j, "comm", cm);
     if (m->sources) json_object_set_new(j, "sources", json_deep_copy(m->sources));
     return j;
 }

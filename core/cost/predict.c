@@ -43,6 +43,7 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
     p->tok_s_per_rank = p->tok_s / W;
     p->flops_per_token = metrics_flops_per_token(q->cfg, q->mo.T);
     p->mfu = metrics_mfu(p->flops_per_token, p->tok_s_per_rank, q->m->peak_tflops * 1e12);
+    p->mfu_causal = metrics_mfu(metrics_flops_per_token_causal(q->cfg, q->mo.T), p->tok_s_per_rank, q->m->peak_tflops * 1e12);
     return 0;
 }
 
@@ -63,7 +64,10 @@ json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, co
     json_object_set_new(j, "tok_s", json_real(p->tok_s));
     json_object_set_new(j, "tok_s_per_rank", json_real(p->tok_s_per_rank));
     json_object_set_new(j, "mfu", json_real(p->mfu));
+    json_object_set_new(j, "mfu_causal", json_real(p->mfu_causal));
+    json_object_set_new(j, "mfu_convention", json_string("6(N - N_embedding) + 12 L d T per token: attention counted whole (PaLM, torchtitan); mfu_causal counts it half"));
     json_object_set_new(j, "compute_ms", json_real(r->compute_ms));
+    json_object_set_new(j, "overlap_slowdown_ms", json_real(r->overlap_ms));
     json_object_set_new(j, "comm_ms", json_real(r->comm_ms));
     json_object_set_new(j, "exposed_comm_ms", json_real(r->exposed_comm_ms));
     json_object_set_new(j, "compute_ms_by_class", cls);
@@ -83,11 +87,13 @@ json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, co
 void cost_prediction_print(FILE *f, const cost_prediction *p, const cost_machine *m, const char *from) {
     const cost_result *r = &p->r;
     json_t *est = cost_machine_estimates(m);
-    fprintf(f, "# predicted step (machine %s, %s%s%s; %d ranks per host%s): %.3f ms, %.0f tok/s, MFU %.1f%%\n", m->name,
+    fprintf(f, "# predicted step (machine %s, %s%s%s; %d ranks per host%s): %.3f ms, %.0f tok/s, MFU %.1f%% "
+            "(attention counted whole; %.1f%% counted causal)\n", m->name,
             from ? from : "file", m->calibrated[0] ? " " : "", m->calibrated, p->ranks_per_host,
-            r->share > 1 ? ", sharing compute" : "", r->step_ms, p->tok_s, 100 * p->mfu);
+            r->share > 1 ? ", sharing compute" : "", r->step_ms, p->tok_s, 100 * p->mfu, 100 * p->mfu_causal);
     fprintf(f, "# predicted compute %.3f ms:", r->compute_ms);
     for (int c = 0; c < COST_NCLASS; c++) if (r->class_ms[c] > 0) fprintf(f, " %s %.3f", cost_class_names[c], r->class_ms[c]);
+    if (r->overlap_ms > 0) fprintf(f, " beside-collectives %.3f", r->overlap_ms);
     fprintf(f, "\n# predicted communication %.3f ms, exposed %.3f ms:", r->comm_ms, r->exposed_comm_ms);
     for (int g = 0; g < COST_NGROUPS; g++)
         for (int k = 0; k < COMM_NKIND; k++)

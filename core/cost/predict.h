@@ -24,6 +24,7 @@ typedef struct cost_prediction {
     int rank;                   /* which one */
     int ranks_per_host;
     double tokens, tok_s, tok_s_per_rank, mfu, flops_per_token;
+    double mfu_causal;   /* the same tok/s with attention counted causal (half): FlashAttention's convention */
 } cost_prediction;
 
 /* Ranks per host when not given: one GPU per rank on a GPU machine (its cores_per_host, at most the

@@ -45,7 +45,15 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
             if (m->async) {             /* the op reaches the device once the host has issued it */
                 th += m->launch_us;
                 r->host_issue_ms += m->launch_us / 1e3;
-                tc = maxd(tc, th) + d;
+                double s0 = maxd(tc, th), dd = d;
+                if (m->overlap && m->overlap_slowdown > 0 && tm > s0) {
+                    /* slower while the collective runs, at full speed after it ends */
+                    double slow = 1 + m->overlap_slowdown;
+                    dd = s0 + d * slow <= tm ? d * slow : (tm - s0) + (d - (tm - s0) / slow);
+                    r->overlap_ms += (dd - d) / 1e3;
+                    r->compute_ms += (dd - d) / 1e3;
+                }
+                tc = s0 + dd;
                 if (e->host) th = maxd(th, tc);          /* the host waits for the result */
             } else {
                 tc = th = maxd(th, tc) + d;

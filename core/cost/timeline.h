@@ -26,7 +26,8 @@ typedef struct cost_place {
 
 typedef struct cost_result {
     double step_ms;
-    double compute_ms;                        /* time the compute stream is busy */
+    double compute_ms;                        /* time the compute stream is busy (overlap_ms included) */
+    double overlap_ms;                        /* of which, what ops lost running beside a collective */
     double class_ms[COST_NCLASS];             /* of which, by op class */
     double op_ms[COST_NOPS];                  /* and by op kind */
     double comm_ms;                           /* time the collectives take */

@@ -199,6 +199,8 @@ int job_build(job_t *j, int world, int rank, char *err, size_t errlen) {
         if (o->save) BAD("--save is not used with --plan (nothing is trained)");
         if (job_given(j, "gpus-per-host") && (o->gpus_per_host < 1 || o->gpus_per_host > o->world))
             BAD("--gpus-per-host must be in 1..--world %d (got %d)", o->world, o->gpus_per_host);
+        if (job_given(j, "gpus-per-host") && o->world % o->gpus_per_host)
+            BAD("--gpus-per-host %d does not divide --world %d (every host holds the same number of ranks)", o->gpus_per_host, o->world);
         world = o->world;
         rank = 0;
     } else {

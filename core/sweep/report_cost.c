@@ -101,7 +101,7 @@ void sweep_report_cost_section(sweep_sbuf *b, const sweep_report_ctx *c) {
         return;
     }
     if (c->plan_only) {
-        sweep_sb_printf(b, "| rank by predicted tok/s | mesh | predicted step ms | predicted tok/s | predicted MFU | "
+        sweep_sb_printf(b, "| rank by predicted tok/s | mesh | predicted step ms | predicted tok/s | predicted MFU (attention whole) | "
                            "predicted exposed comm ms | machine |\n|---:|---|---:|---:|---:|---:|---|\n");
         for (int k = 1; k <= c->n; k++)
             for (int i = 0; i < c->n; i++) {

@@ -185,7 +185,8 @@ static void cores_paragraph(sweep_sbuf *b, const sweep_report_ctx *c) {
         }
     }
     sweep_sb_printf(b, "MFU is given twice: against one core per rank (peak FLOP/s per rank as train measured or was "
-                       "told it), and against the compute share each rank had, peak × min(1, cores/ranks) per host.\n");
+                       "told it), and against the compute share each rank had, peak × min(1, cores/ranks) per host. Both count "
+                       "6(N − N_embedding) + 12·L·d·T FLOPs per token: attention whole, not causal (PaLM, torchtitan).\n");
     for (int i = 0; i < c->n; i++)
         if (sweep_tp_spans_hosts(&c->res[i]) == 1)
             sweep_sb_printf(b, "\n**Warning:** on mesh %s a tensor-parallel group spans hosts, so its collectives "
