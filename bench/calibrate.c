@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/common/cli.h"
+#include "core/common/files.h"
 #include "core/cost/calib_run.h"
 #include "core/cost/predict.h"
 #include "core/job/catalog.h"
@@ -95,6 +96,11 @@ int main(int argc, char **argv) {
             return 2;
         }
         out = path;
+    }
+    /* the check reads the machine file: writing its record over it would destroy the calibration */
+    if (o.check && out && files_same(o.check, out)) {
+        cli_say("--out %s is the machine file --check reads: its record would replace the calibration", out);
+        return 2;
     }
     static char list[8192];
     const char *specs[8];

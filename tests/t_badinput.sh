@@ -63,6 +63,14 @@ expect_exit mkdata_newline_in_path 2 "^mkdata: cannot open $T/no\?ne.txt" -- "$M
 expect_exit sweep_opt_two_specs 2 '^sweep: one spec at a time' -- "$SW" sweeps/smoke.json sweeps/default.json
 expect_exit sweep_opt_out_dir_no_value 2 '^sweep: --out-dir needs a value' -- "$SW" sweeps/smoke.json --out-dir
 expect_exit sweep_opt_no_spec 2 '^sweep: missing SPEC.json' -- "$SW"
+# calibrate --check FILE --out FILE (or a link to it): the check's record would replace the calibration
+printf '{"schema": "meshsweep.machine/1"}\n' > "$T/calib.json"; ln -sf "$T/calib.json" "$T/calib-link.json"
+expect_exit calibrate_check_out_is_input 2 '^calibrate: --out .*calib.json is the machine file --check reads' -- \
+  "$BUILD/calibrate" --check "$T/calib.json" --out "$T/calib.json"
+expect_exit calibrate_check_out_is_input_link 2 '^calibrate: --out .*calib-link.json is the machine file --check reads' -- \
+  "$BUILD/calibrate" --check "$T/calib.json" --out "$T/calib-link.json"
+grep -qx '{"schema": "meshsweep.machine/1"}' "$T/calib.json" && ok calibrate_check_out_is_input_file_kept \
+  || fail calibrate_check_out_is_input_file_kept "the machine file changed: $(head -c 200 "$T/calib.json")"
 expect_exit mkdata_opt_extra_arg 2 '^mkdata: expected TEXT_FILE OUTDIR' -- "$MK" a b c
 
 # ---- sizes -----------------------------------------------------------------------------------------
