@@ -1,6 +1,6 @@
 /* tests/test_sweep_grid.c — grid sweeps and the matched global batch in the sweep spec (core/sweep/grid.c,
  * core/sweep/spec.c): cells and their names, every kind of bad "axes" rejected with one line naming the
- * key, checkpointing as none|full|every:K, the argv of every cell (and --global-batch in matched mode),
+ * key (one value spelled twice among them), checkpointing as none|full|every:K, the argv of every cell (and --global-batch in matched mode),
  * the batches a max-batch search may try (divisors of G/dp), the record checks per cell, and report.md,
  * summary.json and summary.csv of a grid at a matched global batch from constructed records.
  * Not the end-to-end sweep (tests/t_sweep.sh), not the rest of the spec (tests/test_sweep_spec.c). */
@@ -192,6 +192,15 @@ static void test_errors(void) {
          "axes.checkpoint_activations[0]:"},
         {"err_axes_ckpt_twice", "{\"axes\": {\"checkpoint_activations\": [false, \"none\"]}}",
          "axes.checkpoint_activations[1]: none is listed twice"},
+        /* one value spelled twice is two cells of one run: refused by meaning, not spelling */
+        {"err_axes_ckpt_every1_is_full", "{\"axes\": {\"checkpoint_activations\": [\"every:1\", \"full\"]}}",
+         "axes.checkpoint_activations[1]: \"full\" is the same value as [0] \"every:1\""},
+        {"err_axes_ckpt_true_is_every1", "{\"axes\": {\"checkpoint_activations\": [\"none\", true, \"every:1\"]}}",
+         "axes.checkpoint_activations[2]: \"every:1\" is the same value as [1] \"full\""},
+        {"err_axes_mem_same_bytes", "{\"mem_budget\": null, \"axes\": {\"mem_budget\": [\"16MiB\", \"16777216B\"]}}",
+         "axes.mem_budget[1]: \"16777216B\" is the same value as [0] \"16MiB\""},
+        {"err_axes_mem_same_bytes_units", "{\"mem_budget\": null, \"axes\": {\"mem_budget\": [\"1GiB\", \"96MiB\", \"1024MiB\"]}}",
+         "axes.mem_budget[2]: \"1024MiB\" is the same value as [0] \"1GiB\""},
         {"err_axes_spa_value", "{\"axes\": {\"sp_activations\": [\"sharded\"]}}", "axes.sp_activations[0]: expected"},
         {"err_axes_sp_int", "{\"axes\": {\"sequence_parallel\": [1]}}", "axes.sequence_parallel[0]: expected true or false"},
         {"err_axes_seq_string", "{\"seq_len\": null, \"axes\": {\"seq_len\": [\"64\"]}}", "axes.seq_len[0]: expected an integer"},
@@ -218,6 +227,20 @@ static void test_errors(void) {
     /* a key that is an axis need not be at the top level: seq_len and mem_budget are required otherwise */
     expect_error("err_seq_len_missing_without_axis", "{\"seq_len\": null}", "seq_len: missing required key");
     expect_error("err_matched_needs_budget", "{\"mem_budget\": null, \"global_batch\": 8}", "mem_budget: required");
+}
+
+/* Values that only look alike are distinct cells: every:2 is not full, 16MB is not 16MiB. */
+static void test_distinct_values(void) {
+    sweep_spec s;
+    char err[512] = "";
+    int rc = parse("{\"axes\": {\"checkpoint_activations\": [\"full\", \"every:2\", \"every:12\", false]}}", &s, err,
+                   sizeof err);
+    CHECK(rc == 0 && s.n_settings == 4, "grid_ckpt_every_k_distinct_from_full", "rc %d (%s)", rc, err);
+    if (rc == 0) sweep_spec_free(&s);
+    rc = parse("{\"mem_budget\": null, \"axes\": {\"mem_budget\": [\"16MiB\", \"16MB\", \"16777217B\"]}}", &s, err,
+               sizeof err);
+    CHECK(rc == 0 && s.n_settings == 3, "grid_mem_sizes_distinct_by_bytes", "rc %d (%s)", rc, err);
+    if (rc == 0) sweep_spec_free(&s);
 }
 
 /* ---- the matched global batch ------------------------------------------------------------------- */
@@ -421,6 +444,7 @@ static void test_report(void) {
 int main(void) {
     test_cells();
     test_errors();
+    test_distinct_values();
     test_matched();
     test_record_checks();
     test_report();

@@ -200,6 +200,26 @@ static int read_value(const sweep_spec *s, const char *key, int type, json_t *v,
     return -1;
 }
 
+/* Checkpointing by what it recomputes: the K of "every K-th layer", none 0, full 1 (so "every:1" is "full").
+ * sval is a value sweep_parse_checkpointing gave: "none", "full" or "every:K" with K checked. */
+static long ckpt_every(const char *sval) {
+    if (strcmp(sval, "none") == 0) return 0;
+    if (strcmp(sval, "full") == 0) return 1;
+    return strtol(sval + 6, NULL, 10);
+}
+
+/* 1 when two values of an axis of this type give the same runs, however they are spelled: checkpointing
+ * by ckpt_every, sizes in bytes ("16MiB" is "16777216B"; "auto" has no bytes and equals only itself);
+ * booleans, integers and sp_activations by their text, which is already canonical ("on", "64"). Two
+ * such values would make two cells of one run. */
+static int same_value(int type, const sweep_axis_value *a, const sweep_axis_value *b) {
+    switch (type) {
+    case AX_CKPT: return ckpt_every(a->sval) == ckpt_every(b->sval);
+    case AX_SIZE: return a->bytes == b->bytes && (a->bytes != 0 || strcmp(a->sval, b->sval) == 0);
+    }
+    return strcmp(a->text, b->text) == 0;
+}
+
 static int read_axis(const sweep_spec *s, const char *key, json_t *list, sweep_axis *a, char *err, size_t el) {
     int d = axis_def(key);
     a->key = axis_defs[d].key;
@@ -213,11 +233,16 @@ static int read_axis(const sweep_spec *s, const char *key, json_t *list, sweep_a
     for (int i = 0; i < a->n; i++) {
         if (read_value(s, key, axis_defs[d].type, json_array_get(list, (size_t)i), i, &a->values[i], err, el))
             return -1;
-        for (int j = 0; j < i; j++)
-            if (strcmp(a->values[j].text, a->values[i].text) == 0) {
-                errmsg_set(err, el, "axes.%s[%d]: %s is listed twice (as [%d] too)", key, i, a->values[i].text, j);
-                return -1;
-            }
+        for (int j = 0; j < i; j++) {
+            const sweep_axis_value *x = &a->values[i], *y = &a->values[j];
+            if (!same_value(axis_defs[d].type, x, y)) continue;
+            if (strcmp(x->text, y->text) == 0)
+                errmsg_set(err, el, "axes.%s[%d]: %s is listed twice (as [%d] too)", key, i, x->text, j);
+            else /* only strings are spelled two ways: checkpointing and sizes */
+                errmsg_set(err, el, "axes.%s[%d]: \"%s\" is the same value as [%d] \"%s\"", key, i, x->text, j,
+                           y->text);
+            return -1;
+        }
     }
     return 0;
 }
