@@ -223,11 +223,15 @@ expect_exit spec_tp_not_dividing_heads 2 "^sweep: .*: meshes: build/train refuse
 head -c 100 "$DATA" > "$T/few.bin"
 spec "$T/few.json" '"ok"' '' && sed -i "s|\"data\": \"$DATA\"|\"data\": \"$T/few.bin\"|; s/\"batch_size\": 1/\"batch_size\": 4/" "$T/few.json"
 expect_exit spec_data_fewer_sequences_than_a_batch 2 "^sweep: .*: data: $T/few.bin holds 3 sequences of 16 tokens, fewer than one global batch of 4 \(cell 1x2\)" -- "$SW" "$T/few.json" --out-dir "$T/res"
-# a grid axis with one value spelled twice (two cells of one run): refused before any launch
+# a grid axis with one value spelled twice (two cells of one run), and a seq_len axis value past the
+# model's positions (it used to plan or run the other cells and exit 0): refused before any launch
 spec "$T/ax_ckpt.json" '"ok"' ', "axes": {"checkpoint_activations": ["every:1", "full"]}'
 expect_exit spec_grid_ckpt_same_value 2 "^sweep: .*: axes\.checkpoint_activations\[1\]: \"full\" is the same value as \[0\] \"every:1\"$" -- "$SW" "$T/ax_ckpt.json" --out-dir "$T/res"
 spec "$T/ax_mem.json" '"ok"' ', "axes": {"mem_budget": ["16MiB", "16777216B"]}'
 expect_exit spec_grid_mem_same_bytes 2 "^sweep: .*: axes\.mem_budget\[1\]: \"16777216B\" is the same value as \[0\] \"16MiB\"$" -- "$SW" "$T/ax_mem.json" --out-dir "$T/res" --plan-only
+spec "$T/ax_seq.json" '"ok"' ', "axes": {"seq_len": [16, 4096]}' && sed -i 's/"seq_len": 16, //' "$T/ax_seq.json"
+expect_exit spec_grid_seq_len_past_positions 2 "^sweep: .*: axes\.seq_len\[1\]: 4096 exceeds max_position_embeddings 1024 of model tiny$" -- "$SW" "$T/ax_seq.json" --out-dir "$T/res"
+expect_exit spec_grid_seq_len_past_positions_plan_only 2 "^sweep: .*: axes\.seq_len\[1\]: 4096 exceeds max_position_embeddings 1024 of model tiny$" -- "$SW" "$T/ax_seq.json" --out-dir "$T/res" --plan-only
 check spec_errors_nothing_created test ! -e "$T/res"
 # a sweep in which every run failed is not a success (exit 1, said)
 spec "$T/allfail.json" '"allfail"' ', "launcher": ["false"]'

@@ -1,9 +1,10 @@
 /* tests/test_sweep_grid.c — grid sweeps and the matched global batch in the sweep spec (core/sweep/grid.c,
  * core/sweep/spec.c): cells and their names, every kind of bad "axes" rejected with one line naming the
- * key (one value spelled twice among them), checkpointing as none|full|every:K, the argv of every cell (and --global-batch in matched mode),
+ * key (one value spelled twice, a seq_len past the model's positions among them), checkpointing as none|full|every:K, the argv of every cell (and --global-batch in matched mode),
  * the batches a max-batch search may try (divisors of G/dp), the record checks per cell, and report.md,
  * summary.json and summary.csv of a grid at a matched global batch from constructed records.
  * Not the end-to-end sweep (tests/t_sweep.sh), not the rest of the spec (tests/test_sweep_spec.c). */
+#include "core/job/catalog.h"
 #include "core/sweep/grid.h"
 #include "core/sweep/report.h"
 #include "core/sweep/runner.h"
@@ -243,6 +244,41 @@ static void test_distinct_values(void) {
     if (rc == 0) sweep_spec_free(&s);
 }
 
+/* A seq_len axis against the model (sweep_axes_check_model, run before any launch): a value past
+ * max_position_embeddings is refused naming its position; the limit itself is a value that fits. */
+static void test_axes_against_model(void) {
+    model_config tiny;
+    char err[512] = "", why[512] = "";
+    if (catalog_model(&tiny, "tiny", why, sizeof why) != 0) {
+        CHECK(0, "axes_model_tiny_loads", "%s", why);
+        return;
+    }
+    static const struct { const char *name, *edits, *prefix; } cases[] = {
+        {"axes_seq_len_past_positions", "{\"seq_len\": null, \"axes\": {\"seq_len\": [16, 4096]}}",
+         "axes.seq_len[1]: 4096 exceeds max_position_embeddings 1024 of model tiny"},
+        {"axes_seq_len_first_past_positions", "{\"seq_len\": null, \"axes\": {\"prefetch\": [true, false], "
+         "\"seq_len\": [1025, 16]}}", "axes.seq_len[0]: 1025 exceeds max_position_embeddings 1024 of model tiny"},
+        {"axes_seq_len_at_positions_fits", "{\"seq_len\": null, \"axes\": {\"seq_len\": [16, 1024]}}", NULL},
+        {"axes_without_seq_len_fit", "{\"seq_len\": 1024, \"axes\": {\"prefetch\": [true, false]}}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sweep_spec s;
+        err[0] = '\0';
+        int rc = parse(cases[i].edits, &s, err, sizeof err);
+        if (rc) {
+            CHECK(0, cases[i].name, "the spec does not parse: %s", err);
+            continue;
+        }
+        rc = sweep_axes_check_model(&s, &tiny, err, sizeof err);
+        if (cases[i].prefix)
+            CHECK(rc == -1 && strcmp(err, cases[i].prefix) == 0, cases[i].name, "rc %d, message '%s', want '%s'", rc, err,
+                  cases[i].prefix);
+        else
+            CHECK(rc == 0, cases[i].name, "rc %d: %s", rc, err);
+        sweep_spec_free(&s);
+    }
+}
+
 /* ---- the matched global batch ------------------------------------------------------------------- */
 
 static void test_matched(void) {
@@ -445,6 +481,7 @@ int main(void) {
     test_cells();
     test_errors();
     test_distinct_values();
+    test_axes_against_model();
     test_matched();
     test_record_checks();
     test_report();

@@ -24,6 +24,12 @@ void config_defaults(model_config *c) {
     c->initializer_range = 0.02;
 }
 
+int config_check_seq_len(const model_config *c, int T, char *err, size_t errlen) {
+    if (T <= c->max_position_embeddings) return 0;
+    errmsg_set(err, errlen, "%d exceeds max_position_embeddings %d of model %s", T, c->max_position_embeddings, c->name);
+    return -1;
+}
+
 int config_validate(const model_config *c, char *err, size_t errlen) {
     /* Upper bounds far above any published Llama (405B: V 128256, d 16384, f 53248, L 126) that keep
      * every derived size the engine forms (padded vocabulary, d*f, V*d, per-layer element counts) well

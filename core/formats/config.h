@@ -41,6 +41,10 @@ void config_defaults(model_config *c);
 int config_load_file(model_config *c, const char *path, char *err, size_t errlen);
 /* Check internal consistency (positive sizes, d mod H, H mod KV, even head dim, ...). */
 int config_validate(const model_config *c, char *err, size_t errlen);
+/* A sequence of T tokens against the model's positions: 0 when T <= max_position_embeddings, else -1 with
+ * "T exceeds max_position_embeddings N of model NAME" in err. The one check of build/train's --seq-len
+ * (core/job/job.c) and a grid sweep's seq_len axis (core/sweep/grid.c). */
+int config_check_seq_len(const model_config *c, int T, char *err, size_t errlen);
 /* RoPE inverse frequencies inv_freq[i] = theta^(-2i/hd), i < hd/2, with rope_scaling applied, in double
  * (hd = hidden_size / num_attention_heads). The engine computes its cos/sin tables from these once per run. */
 void config_rope_inv_freq(const model_config *c, double *inv_freq);

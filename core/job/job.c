@@ -142,7 +142,7 @@ int job_build(job_t *j, int world, int rank, char *err, size_t errlen) {
     j->T = o->seq_len;
     if (o->tp < 1) BAD("--tp must be >= 1 (got %d)", o->tp);
     if (j->T < 1) BAD("--seq-len must be >= 1 (got %d)", j->T);
-    if (j->T > j->cfg.max_position_embeddings) BAD("--seq-len %d exceeds max_position_embeddings %d of model %s", j->T, j->cfg.max_position_embeddings, j->cfg.name);
+    if (config_check_seq_len(&j->cfg, j->T, e, sizeof e)) BAD("--seq-len %s", e);
     if (o->steps < 0) BAD("--steps must be >= 0 (got %d)", o->steps);
     if (o->warmup < 0) BAD("--warmup must be >= 0");
     if (o->eval_every < 0 || o->eval_batches < 1) BAD("--eval-every must be >= 0 and --eval-batches >= 1");

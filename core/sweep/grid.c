@@ -247,6 +247,19 @@ static int read_axis(const sweep_spec *s, const char *key, json_t *list, sweep_a
     return 0;
 }
 
+int sweep_axes_check_model(const sweep_spec *s, const model_config *cfg, char *err, size_t el) {
+    char why[200];
+    for (int k = 0; k < s->n_axes; k++) {
+        if (axis_defs[axis_def(s->axes[k].key)].type != AX_SEQ) continue;
+        for (int i = 0; i < s->axes[k].n; i++)
+            if (config_check_seq_len(cfg, s->axes[k].values[i].ival, why, sizeof why)) {
+                errmsg_set(err, el, "axes.%s[%d]: %s", s->axes[k].key, i, why);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 /* ---- cells ------------------------------------------------------------------------------------- */
 
 static void apply(const sweep_spec *s, sweep_mesh *c, const sweep_axis *a, const sweep_axis_value *v) {

@@ -7,6 +7,7 @@
 #define MESHSWEEP_SWEEP_GRID_H
 #include <stddef.h>
 
+#include "core/formats/config.h"
 #include "core/sweep/spec.h"
 
 /* The option keys that may be axes and their short names in cells: checkpoint_activations ac,
@@ -23,6 +24,11 @@ int sweep_axes_check_shape(json_t *root, char *err, size_t el);
  * cells (without axes: one cell per mesh, named as the mesh). 0, or -1 with one line in err. */
 int sweep_grid_build(json_t *root, sweep_spec *s, char *err, size_t el);
 void sweep_grid_free(sweep_spec *s);
+/* The axes against the spec's model, once it is loaded (core/sweep/runner.c, before any launch or plan):
+ * every seq_len value within the model's max_position_embeddings, by the check build/train makes of
+ * --seq-len (config_check_seq_len), so a grid with one value too long is refused, not half run.
+ * 0, or -1 with "axes.seq_len[i]: T exceeds max_position_embeddings N of model M" in err. */
+int sweep_axes_check_model(const sweep_spec *s, const model_config *cfg, char *err, size_t el);
 
 /* Checkpointing as the spec writes it: false/"none", true/"full", "every:K" (K a positive integer
  * without sign or leading zeros). *out: "none", "full" (static) or the string itself. 0 or -1. */

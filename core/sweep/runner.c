@@ -114,8 +114,10 @@ static int on_path(const char *prog) {
     }
 }
 
-/* Spec faults that would fail every mesh: one line "KEY: problem", exit 2, before anything runs. The
- * token files are opened as train opens them (in->, core/sweep/inputs.h) unless only plans are made. */
+/* Spec faults that would fail every mesh, or every cell of an axis value (a seq_len past the model's
+ * positions: sweep_axes_check_model): one line "KEY: problem", exit 2, before anything runs, also with
+ * --plan-only. The token files are opened as train opens them (in->, core/sweep/inputs.h) unless only
+ * plans are made. */
 static int check_inputs(const sweep_spec *s, int plan_only, sweep_inputs *in, char *err, size_t el) {
     char why[PATH_MAX + 200];
     model_config cfg;
@@ -123,6 +125,7 @@ static int check_inputs(const sweep_spec *s, int plan_only, sweep_inputs *in, ch
         snprintf(err, el, "model: %s", why);
         return -1;
     }
+    if (sweep_axes_check_model(s, &cfg, err, el)) return -1;
     if (plan_only) return 0; /* a plan reads no data and starts no launcher */
     if (data_ok(s->data, why, sizeof why) != 0) {
         snprintf(err, el, "data: %s", why);
