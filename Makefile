@@ -148,7 +148,8 @@ need_pkg = command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then ech
 # parsers, each run for FUZZ_RUNS executions (default 1M) or FUZZ_TIME seconds, whichever ends first;
 # fails on any crash, sanitizer report, oracle failure, or fewer executions than FUZZ_RUNS.
 FUZZ_TARGETS := size hf_config sweep_spec safetensors
-FUZZ_SRCS := core/formats/config.c core/sweep/spec.c core/sweep/grid.c core/formats/safetensors.c core/common/errmsg.c core/common/cleanup.c
+FUZZ_SRCS := core/formats/config.c core/sweep/spec.c core/sweep/grid.c core/formats/safetensors.c core/common/errmsg.c core/common/cleanup.c \
+  core/common/parse.c core/job/catalog.c
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_RUNS ?= 1000000
