@@ -267,10 +267,14 @@ int job_option_fields(const job_t *j, job_field *f, int cap) {
         int given = j->given[i];
         for (int k = 0; k < job_noptions; k++) if (job_options[k].off == op->off) given |= j->given[k];
         char v[JOB_FIELD_LEN - 16];
-        const char *s = *(const char *const *)((const char *)&j->o + op->off);
-        if (op->flags & CLI_NAME_OR_PATH) snprintf(v, sizeof v, "%s", catalog_is_preset(s) ? s : "a config file");
+        /* a string option's field is a pointer; any other field is not (reading one as a pointer is a
+         * misaligned load of an int or a double) */
+        int str = op->type == CLI_STR || op->type == CLI_OPT;
+        const char *s = str ? *(const char *const *)((const char *)&j->o + op->off) : NULL;
+        if (!str) cli_value_text(op, &j->o, v, sizeof v);
+        else if (op->flags & CLI_NAME_OR_PATH) snprintf(v, sizeof v, "%s", !s ? "(not given)" : catalog_is_preset(s) ? s : "a config file");
         else if (op->flags & CLI_PATH) snprintf(v, sizeof v, "%s", !s ? "(not given)" : strcmp(s, "synthetic") ? "a file" : "synthetic");
-        else if ((op->type == CLI_STR || op->type == CLI_OPT) && !s) snprintf(v, sizeof v, "(not given)");
+        else if (!s) snprintf(v, sizeof v, "(not given)");
         else cli_value_text(op, &j->o, v, sizeof v);
         static char names[JOB_MAX_OPTS][40]; /* the label: --name (the table's names are short) */
         snprintf(names[i], sizeof names[i], "--%s", op->name);
