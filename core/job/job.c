@@ -271,10 +271,9 @@ int job_option_fields(const job_t *j, job_field *f, int cap) {
          * misaligned load of an int or a double) */
         int str = op->type == CLI_STR || op->type == CLI_OPT;
         const char *s = str ? *(const char *const *)((const char *)&j->o + op->off) : NULL;
-        if (!str) cli_value_text(op, &j->o, v, sizeof v);
-        else if (op->flags & CLI_NAME_OR_PATH) snprintf(v, sizeof v, "%s", !s ? "(not given)" : catalog_is_preset(s) ? s : "a config file");
-        else if (op->flags & CLI_PATH) snprintf(v, sizeof v, "%s", !s ? "(not given)" : strcmp(s, "synthetic") ? "a file" : "synthetic");
-        else if (!s) snprintf(v, sizeof v, "(not given)");
+        if (str && (op->flags & CLI_NAME_OR_PATH)) snprintf(v, sizeof v, "%s", !s ? "(not given)" : catalog_is_preset(s) ? s : "a config file");
+        else if (str && (op->flags & CLI_PATH)) snprintf(v, sizeof v, "%s", !s ? "(not given)" : strcmp(s, "synthetic") ? "a file" : "synthetic");
+        else if (str && !s) snprintf(v, sizeof v, "(not given)");
         else cli_value_text(op, &j->o, v, sizeof v);
         static char names[JOB_MAX_OPTS][40]; /* the label: --name (the table's names are short) */
         snprintf(names[i], sizeof names[i], "--%s", op->name);
