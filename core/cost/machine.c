@@ -167,10 +167,11 @@ static double coll_time(const cost_coll *c, double bytes, int n) {
 static double find(const cost_machine *m, int kind, double bytes, int ranks, int ranks_per_host, int host_ranks,
                    int host, int started) {
     int scope = ranks_per_host >= ranks ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
-    const cost_coll *exact = NULL, *shape = NULL, *dflt = NULL;
+    const cost_coll *exact = NULL, *shape = NULL, *dflt = NULL, *in = NULL;   /* in: the host's own entry */
     for (int i = 0; i < m->ncoll; i++) {
         const cost_coll *c = &m->coll[i];
         if (c->kind != kind || c->host != host || c->started != started) continue;
+        if (c->ranks == 0 && c->scope == COST_SCOPE_INTRA) in = c;
         if (c->ranks == ranks && c->ranks_per_host == ranks_per_host) {
             if (c->host_ranks == 0 || c->host_ranks == host_ranks) exact = c;
             else if (!shape || abs(c->host_ranks - host_ranks) < abs(shape->host_ranks - host_ranks)) shape = c;
@@ -183,11 +184,6 @@ static double find(const cost_machine *m, int kind, double bytes, int ranks, int
     if (dflt && scope == COST_SCOPE_INTER && m->nic_per_rank && ranks_per_host > 1 && dflt->npts == 0) {
         /* k ranks per host, each with its own port: k rings over the hosts at once, as fast as the host's
          * own links let them (nccl-tests: a node's busbw across nodes is about its total NIC bandwidth) */
-        const cost_coll *in = NULL;
-        for (int i = 0; i < m->ncoll; i++) {
-            const cost_coll *c = &m->coll[i];
-            if (c->kind == kind && c->host == host && c->started == started && c->ranks == 0 && c->scope == COST_SCOPE_INTRA) in = c;
-        }
         cost_coll k = *dflt;
         k.busbw_gbs = dflt->busbw_gbs * ranks_per_host;
         if (in && in->npts == 0 && in->busbw_gbs < k.busbw_gbs) k.busbw_gbs = in->busbw_gbs;
