@@ -26,7 +26,7 @@
 
 typedef struct opts {
     const char *out, *spec, *check, *backend, *dtype, *build, *model;
-    int quick, verbose, help, tp, batch, seq_len;
+    int quick, verbose, help, tp, batch, seq_len, force, no_coll;
 } opts;
 
 #define F(x) offsetof(opts, x)
@@ -44,6 +44,8 @@ static const cli_opt OPTS[] = {
     {"backend", CLI_STR, F(backend), "cpu|cuda", "the backend whose ops are measured (default cpu)", 0, NULL, NULL},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)", 0, NULL, NULL},
     {"build", CLI_STR, F(build), "TEXT", "build identity recorded in the file (default: the compiler)", 0, NULL, NULL},
+    {"no-collectives", CLI_ON, F(no_coll), NULL, "measure no collectives (the file gets a placeholder that predicts none "
+     "truly); needed to write this host's default machine file from one rank", 0, NULL, NULL},
     {"quick", CLI_ON, F(quick), NULL, "a tiny grid with short timings (seconds; for tests, not for predictions)", 0, NULL, NULL},
     {"verbose", CLI_INT, F(verbose), "N", "1: a line per replayed step and per collective kind and group; 2: a line per op", 0, NULL, NULL},
     {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
@@ -66,6 +68,54 @@ static int pick_ops(const opts *o, const ops_t **ops) {
     cli_say("--backend cuda: this build has no CUDA backend");
     return 2;
 #endif
+}
+
+/* --spec A,B,...: every name non-empty (a doubled, leading or trailing comma is refused), at most 8 */
+static int split_specs(const char *arg, const char **specs, int *n) {
+    static char list[8192];
+    if (strlen(arg) >= sizeof list) { cli_say("--spec: the list is too long"); return -1; }
+    snprintf(list, sizeof list, "%s", arg);
+    *n = 0;
+    for (char *p = list;;) {
+        char *c = strchr(p, ',');
+        if (c) *c = 0;
+        if (!*p) { cli_say("--spec '%s': an empty name (a leading, trailing or doubled comma)", arg); return -1; }
+        if (*n == 8) { cli_say("--spec: at most 8 specs"); return -1; }
+        specs[(*n)++] = p;
+        if (!c) return 0;
+        p = c + 1;
+    }
+}
+
+static int has_control(const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return 1;
+    return 0;
+}
+
+/* After MPI starts, before anything is measured: a single rank would replace this host's machine file
+ * with one without collectives; the output must be writable now, not after the measurement. Every rank
+ * gets rank 0's answer; 2 when refused (one line, rank 0). */
+static int check_outputs(const opts *o, const char *out, int is_default, int world, int rank) {
+    int bad = 0;
+    if (world == 1 && !o->check && is_default && !o->no_coll) {
+        cli_say("one rank measures no collectives: this host's machine file %s would lose them (run under mpirun -np N, "
+                "or give --no-collectives, or --out FILE)", out);
+        return 2;
+    }
+    if (rank == 0 && out) {
+        char err[512];
+        if (!o->check && is_default) {   /* the default folder, made if missing */
+            char dir[4200];
+            snprintf(dir, sizeof dir, "%s", out);
+            char *slash = strrchr(dir, '/');
+            if (slash) *slash = 0;
+            mkdir(dir, 0755);
+        }
+        if (files_check_writable(out, err, sizeof err)) { cli_say("--out: %s", err); bad = 2; }
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return bad;
 }
 
 int main(int argc, char **argv) {
@@ -102,17 +152,10 @@ int main(int argc, char **argv) {
         cli_say("--out %s is the machine file --check reads: its record would replace the calibration", out);
         return 2;
     }
-    static char list[8192];
     const char *specs[8];
     int nspecs = 0;
-    if (o.spec) {
-        if (strlen(o.spec) >= sizeof list) { cli_say("--spec: the list is too long"); return 2; }
-        snprintf(list, sizeof list, "%s", o.spec);
-        for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-            if (nspecs == 8) { cli_say("--spec: at most 8 specs"); return 2; }
-            specs[nspecs++] = p;
-        }
-    }
+    if (o.spec && split_specs(o.spec, specs, &nspecs)) return 2;
+    if (o.build && has_control(o.build)) { cli_say("--build: a newline or control character in the build identity"); return 2; }
     for (int i = 0; i < nspecs; i++) {   /* a bad spec is found before MPI starts: one line, exit 2 on every rank */
         sweep_spec s;
         if (sweep_spec_load(specs[i], &s, err, sizeof err)) { cli_say("%s: %s", specs[i], err); return 2; }
@@ -122,18 +165,16 @@ int main(int argc, char **argv) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cli_set_rank0(rank == 0);
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    rc = check_outputs(&o, out, out == path, world, rank);
+    if (rc) { MPI_Finalize(); return rc; }
     cpu_blas_init();
     cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
-                          .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len};
+                          .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len,
+                          .no_collectives = o.no_coll};
     for (int i = 0; i < nspecs; i++) co.specs[co.nspecs++] = specs[i];
     co.add_spec = sweep_calib_workload;
-    if (!o.check && out == path && rank == 0) {   /* the default folder, made if missing */
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        mkdir(dir, 0755);
-    }
 #ifdef MESHSWEEP_CUDA
     if (ops != &ops_cpu) {   /* one device per local rank, as build/train picks it */
         int lr, ls;

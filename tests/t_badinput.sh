@@ -257,4 +257,42 @@ else fail runner_shell_syntax_in_launcher_is_data "rc $rc, pwned: $(ls "$T"/pwne
 spec "$T/shell2.json" '"shell2"' ', "extra_args": ["`touch '"$T"'/pwned3`"]'
 expect_exit runner_shell_syntax_in_extra_args_is_data 2 "^sweep: .*: extra_args: build/train refuses cell 1x2: unexpected argument '\`touch $T/pwned3\`'" -- "$SW" "$T/shell2.json" --out-dir "$T/shres2"
 if ls "$T"/pwned* >/dev/null 2>&1 || [ -e "$T/shres2" ]; then fail runner_shell_syntax_extra_args_nothing_run "$(ls "$T"/pwned* "$T/shres2" 2>&1 | head -2)"; fi
+# ---- build/calibrate's inputs (issue 40 D, 7): refused before anything is measured or written -----------
+# (a copy of the program in a scratch folder: its default machine file is $T/cbin/machines/HOST-Nc.json)
+CAL=$BUILD/calibrate
+mkdir -p "$T/cbin" && cp "$CAL" "$T/cbin/calibrate"
+expect_exit calibrate_one_rank_default_file 2 "^calibrate: one rank measures no collectives: this host's machine file .*/cbin/machines/.*\.json would lose them" -- \
+  "$T/cbin/calibrate" --quick
+if ls "$T"/cbin/machines/*.json* >/dev/null 2>&1; then fail calibrate_one_rank_default_file_untouched "$(ls "$T"/cbin/machines)"
+else ok calibrate_one_rank_default_file_untouched; fi
+if "$T/cbin/calibrate" --quick --no-collectives > /dev/null 2> "$T/cal1.err" \
+   && "$PY" -c 'import json,sys,glob; d=json.load(open(glob.glob(sys.argv[1])[0])); sys.exit(0 if d["sources"]["comm.collectives"].startswith("none measured") else 1)' "$T/cbin/machines/*.json"; then
+  ok calibrate_one_rank_no_collectives_says_so
+else fail calibrate_one_rank_no_collectives_says_so "$(tail -2 "$T/cal1.err")"; fi
+# --out unwritable: one line (with --verbose 1 a measurement would print more), nothing written
+touch "$T/plainfile"
+expect_exit calibrate_out_missing_folder 2 "^calibrate: --out: cannot write $T/nodir/m.json: folder $T/nodir" -- \
+  "$CAL" --quick --verbose 1 --model tiny --out "$T/nodir/m.json"
+expect_exit calibrate_out_folder_is_file 2 "^calibrate: --out: cannot write $T/plainfile/m.json" -- \
+  "$CAL" --quick --verbose 1 --out "$T/plainfile/m.json"
+expect_exit calibrate_out_is_folder 2 "^calibrate: --out: cannot write $T: it names a folder" -- "$CAL" --quick --verbose 1 --out "$T"
+expect_exit calibrate_check_out_missing_folder 2 "^calibrate: --out: cannot write $T/nodir/c.json" -- \
+  "$CAL" --check "$T/calib.json" --out "$T/nodir/c.json"
+# under mpirun every rank exits 2 and only rank 0 says why (mpirun adds its own report of the exit)
+timeout 120 "${MPIRUN[@]}" -np 2 "$CAL" --quick --verbose 1 --out "$T/nodir/m.json" > /dev/null 2> "$T/calmpi.err"; rc=$?
+n=$(grep -c '^calibrate: ' "$T/calmpi.err")
+if [ $rc -eq 2 ] && [ "$n" -eq 1 ] && grep -q '^calibrate: --out: cannot write' "$T/calmpi.err"; then ok calibrate_out_unwritable_every_rank
+else fail calibrate_out_unwritable_every_rank "exit $rc, $n calibrate lines: $(head -c 300 "$T/calmpi.err")"; fi
+[ -e "$T/nodir" ] && fail calibrate_out_nothing_written "$T/nodir was made"
+# --spec: zero specs, or an empty name between commas
+expect_exit calibrate_spec_lone_comma 2 "^calibrate: --spec ',': an empty name" -- "$CAL" --quick --spec , --out "$T/m.json"
+expect_exit calibrate_spec_trailing_comma 2 "^calibrate: --spec 'sweeps/smoke.json,': an empty name" -- \
+  "$CAL" --quick --spec sweeps/smoke.json, --out "$T/m.json"
+expect_exit calibrate_spec_doubled_comma 2 "^calibrate: --spec 'sweeps/smoke.json,,sweeps/smoke.json': an empty name" -- \
+  "$CAL" --quick --spec sweeps/smoke.json,,sweeps/smoke.json --out "$T/m.json"
+expect_exit calibrate_spec_empty 2 '^calibrate: option --spec: empty value' -- "$CAL" --quick --spec '' --out "$T/m.json"
+# --build: a newline or a control character would be written into the file
+expect_exit calibrate_build_newline 2 '^calibrate: --build: a newline or control character' -- "$CAL" --quick --build $'v1\nx' --out "$T/m.json"
+expect_exit calibrate_build_control 2 '^calibrate: --build: a newline or control character' -- "$CAL" --quick --build $'v1\tx' --out "$T/m.json"
+[ -e "$T/m.json" ] && fail calibrate_bad_input_nothing_written "$T/m.json was written"
 exit 0

@@ -92,6 +92,19 @@ if must cost_calibrate_quick "${MPIRUN[@]}" -np 2 "$CAL" --quick --model tiny --
 fi
 expect_exit cost_calibrate_bad_spec 2 'calibrate: .*nosuch.json' -- "$CAL" --quick --spec "$T/nosuch.json" --out "$T/x.json"
 
+# ---- calibrate --check of a file without a collective of the world's size: said in words, never "xnan" --
+if must cost_calibrate_one_rank "$CAL" --quick --model tiny --seq-len 16 --out "$T/one.json" > /dev/null 2>&1; then
+  "${MPIRUN[@]}" -np 2 "$CAL" --check "$T/one.json" --out "$T/chk1.json" > /dev/null 2> "$T/chk1.log"; rc=$?
+  [ $rc -eq 0 ] && ! grep -qiwE 'x?nan' "$T/chk1.log" && grep -q 'collectives not compared (the file has no collective of 2 ranks)' "$T/chk1.log" \
+    && jt "$T/chk1.json" 'd["comm_ratio"] is None and "no collective of 2 ranks" in d["comm_note"] and d["compute_ratio"] > 0' \
+    && ok cost_check_no_collective_no_nan || fail cost_check_no_collective_no_nan "exit $rc: $(grep 'machine check' "$T/chk1.log")"
+  "$CAL" --check "$T/one.json" > "$T/chk2.json" 2> "$T/chk2.log"; rc=$?
+  [ $rc -eq 0 ] && ! grep -qiwE 'x?nan' "$T/chk2.log" && grep -q 'collectives not compared (one rank has none)' "$T/chk2.log" \
+    && ok cost_check_one_rank_no_nan || fail cost_check_one_rank_no_nan "exit $rc: $(grep 'machine check' "$T/chk2.log")"
+  jt "$T/one.json" 'd["sources"]["comm.collectives"].startswith("none measured (one rank)")' && ok cost_calibrate_one_rank_placeholder_said \
+    || fail cost_calibrate_one_rank_placeholder_said "$(j "$T/one.json" 'd["sources"].get("comm.collectives")')"
+fi
+
 # ---- a sweep on a host without a machine file calibrates it once, then predicts every mesh -------
 mkdir -p "$T/bin"; cp "$TRAIN" "$CAL" "$T/bin/"
 DATA=$(pwd)/$BUILD/data/kjv/train.bin

@@ -120,13 +120,22 @@ int cost_check(const cost_calib_opts *o) {
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
         double cg = gmean(cr, nc), mg = gmean(mr, nm);
+        /* a ratio that cannot be had is said in words, never printed as nan */
+        char ct[96], mt[160];
+        if (isfinite(cg)) snprintf(ct, sizeof ct, "compute x%.2f", cg);
+        else snprintf(ct, sizeof ct, "compute not compared (no GEMM of the file could be timed)");
+        if (isfinite(mg)) snprintf(mt, sizeof mt, "collectives x%.2f", mg);
+        else if (world == 1) snprintf(mt, sizeof mt, "collectives not compared (one rank has none)");
+        else snprintf(mt, sizeof mt, "collectives not compared (the file has no collective of %d ranks)", world);
         json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:[f,f,f], s:o, s:o, s:o}", "schema", "meshsweep.machine_check/1",
                               "machine", o->check, "calibrated", m.calibrated[0] ? m.calibrated : "", "date", date,
                               "load", l[0], l[1], l[2], "compute_ratio", isfinite(cg) ? json_real(cg) : json_null(),
                               "comm_ratio", isfinite(mg) ? json_real(mg) : json_null(), "points", pts);
+        if (!isfinite(mg)) json_object_set_new(j, "comm_note", json_string(mt));
+        if (!isfinite(cg)) json_object_set_new(j, "compute_note", json_string(ct));
         pts = NULL;
-        fprintf(stderr, "calibrate: machine check against %s (calibrated %s): compute x%.2f, collectives x%.2f now (load %.2f)\n",
-                o->check, m.calibrated, cg, mg, l[0]);
+        fprintf(stderr, "calibrate: machine check against %s (calibrated %s): now %s, %s (load %.2f)\n", o->check,
+                m.calibrated, ct, mt, l[0]);
         if (o->out) rc = files_write_json(o->out, j, err, sizeof err) ? 1 : 0;
         else { char *s = json_dumps(j, JSON_INDENT(2)); if (s) puts(s); free(s); }
         if (rc) fprintf(stderr, "calibrate: %s\n", err);

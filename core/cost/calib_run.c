@@ -245,12 +245,13 @@ int cost_calibrate(const cost_calib_opts *o) {
     if (!device) seq_rounds(&q, o->ops, &w, samples - 2 * third);
     static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
     static const double qgrid[] = {64, 4096, 262144};
-    int rc = world > 1 ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,
+    int measure_coll = world > 1 && !o->no_collectives;
+    int rc = measure_coll ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,
                                                 o->verbose, err, sizeof err)
                        : 0;
     if (rc) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w); return 1; }
     if (!device) { seq_rounds(&q, o->ops, &w, third); seq_end(&q, &w, &m, ls, o->verbose); }
-    if (world == 1) {   /* a machine file needs a collective model: a single rank has nothing to measure */
+    if (!measure_coll) {   /* a machine file needs a collective model: a single rank has nothing to measure */
         m.coll = calloc(1, sizeof *m.coll);
         if (m.coll) { m.ncoll = 1; m.coll[0] = (cost_coll){.kind = COMM_ALL_REDUCE, .scope = COST_SCOPE_INTRA, .busbw_gbs = 1}; }
     }
@@ -264,6 +265,12 @@ int cost_calibrate(const cost_calib_opts *o) {
                  (comm_now_ms() - t0) / 1e3, world, l0[0], l1[0], o->quick ? " (quick: a tiny grid, for tests)" : "");
         m.async = device;
         set_sources(&m, date, device);
+        if (!measure_coll)
+            json_object_set_new(m.sources, "comm.collectives",
+                                json_string(world == 1 ? "none measured (one rank): a placeholder all-reduce of 1 GB/s, "
+                                                         "no collective of this file is a measurement"
+                                                       : "none measured (--no-collectives): a placeholder all-reduce of "
+                                                         "1 GB/s, no collective of this file is a measurement"));
         json_t *j = cost_machine_to_json(&m);
         rc = files_write_json(o->out, j, err, sizeof err) ? 1 : 0;
         json_decref(j);

@@ -23,6 +23,8 @@ typedef struct cost_calib_opts {
     const char *check;       /* cost_check: the machine file to compare with */
     const char *model;       /* a run whose step is measured besides the specs' (NULL: none) */
     int tp, batch, seq_len;
+    int force;               /* calibrate on a loaded host anyway (recorded in the file) */
+    int no_collectives;      /* measure none: the file gets a placeholder, said so in its sources */
 } cost_calib_opts;
 
 int cost_calibrate(const cost_calib_opts *o);

@@ -26,6 +26,10 @@ typedef struct sweep_machine {
 /* Returns 0, or SWEEP_EXIT_INTERRUPTED (Ctrl-C during a launch). Failures are notes, not errors: the
  * sweep runs without predictions. plan_only: looks, launches nothing. */
 int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi);
+/* How far the drift check found the machine from its file: the larger of compute's and the collectives'
+ * ratios as a fraction away (x1.30 and x0.77 are both 0.30); 0 when unchecked or neither ratio was had.
+ * Beyond 0.25 the predictions' errors include the drift (report.md says so in its first paragraph). */
+double sweep_machine_drift(const sweep_machine *mi);
 /* summary.json's "machine" (new reference) */
 json_t *sweep_machine_json(const sweep_machine *mi);
 #endif
