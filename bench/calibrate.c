@@ -44,6 +44,8 @@ static const cli_opt OPTS[] = {
     {"backend", CLI_STR, F(backend), "cpu|cuda", "the backend whose ops are measured (default cpu)", 0, NULL, NULL},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision measured (default: fp32 on cpu, bf16 on cuda)", 0, NULL, NULL},
     {"build", CLI_STR, F(build), "TEXT", "build identity recorded in the file (default: the compiler)", 0, NULL, NULL},
+    {"force", CLI_ON, F(force), NULL, "calibrate even on a loaded host (the file records that it was forced, with the load); "
+     "without it a host whose load average or timing spread is beyond the limits of docs/cost-model.md is refused", 0, NULL, NULL},
     {"no-collectives", CLI_ON, F(no_coll), NULL, "measure no collectives (the file gets a placeholder that predicts none "
      "truly); needed to write this host's default machine file from one rank", 0, NULL, NULL},
     {"quick", CLI_ON, F(quick), NULL, "a tiny grid with short timings (seconds; for tests, not for predictions)", 0, NULL, NULL},
@@ -172,7 +174,7 @@ int main(int argc, char **argv) {
     cpu_blas_init();
     cost_calib_opts co = {.ops = ops, .out = out, .quick = o.quick, .verbose = o.verbose, .build = o.build,
                           .check = o.check, .model = o.model, .tp = o.tp, .batch = o.batch, .seq_len = o.seq_len,
-                          .no_collectives = o.no_coll};
+                          .force = o.force, .no_collectives = o.no_coll};
     for (int i = 0; i < nspecs; i++) co.specs[co.nspecs++] = specs[i];
     co.add_spec = sweep_calib_workload;
 #ifdef MESHSWEEP_CUDA

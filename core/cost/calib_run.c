@@ -24,9 +24,12 @@ static void utc_now(char *out, size_t cap) {
     gmtime_r(&now, &tm);
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
+/* the load averages (1, 5, 15 min); $MESHSWEEP_LOADAVG names a file read instead of /proc/loadavg (the
+ * tests give the calibration's quiet check a load of their choosing) */
 static void loadavg(double l[3]) {
     l[0] = l[1] = l[2] = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
+    const char *path = getenv("MESHSWEEP_LOADAVG");
+    FILE *f = fopen(path && *path ? path : "/proc/loadavg", "r");
     if (!f) return;
     if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3) l[0] = l[1] = l[2] = -1;
     fclose(f);
@@ -137,9 +140,12 @@ static void seq_end(seq_replays *q, const cost_workload *w, cost_machine *m, int
         double sum = 0;
         for (size_t i = 0; rank == 0 && i < n; i++) sum += cost_machine_op_us(m, &w->seq[a + i]);
         if (verbose && rank == 0)
-            fprintf(stderr, "calibrate: step %d (%zu ops): table %.2f ms, in order on every rank %.2f ms (x%.3f)%s%.2f%s\n", s, n,
-                    sum / 1e3, t / 1e3, sum > 0 ? t / sum : 0, q->shared ? ", rank 0 alone " : "", q->shared ? al / 1e3 : 0,
-                    q->shared ? " ms" : "");
+        {
+            char alone_t[64] = "";   /* with more ranks than cores only */
+            if (q->shared) snprintf(alone_t, sizeof alone_t, ", rank 0 alone %.2f ms", al / 1e3);
+            fprintf(stderr, "calibrate: step %d (%zu ops): table %.2f ms, in order on every rank %.2f ms (x%.3f)%s\n", s, n,
+                    sum / 1e3, t / 1e3, sum > 0 ? t / sum : 0, alone_t);
+        }
         tog += t; alone += al; table += sum;
     }
     free(q->tv); free(q->av);
@@ -177,6 +183,55 @@ static void set_sources(cost_machine *m, const char *date, int device) {
                                                                     "collectives complete at once (core/engine/comm.c)"));
 }
 
+/* Is the host quiet enough that a calibration measures it, not the scheduler? Before anything is
+ * measured: the 1-minute load average (the other work of the host: these ranks have only just started)
+ * against COST_CALIB_MAX_LOAD_PER_CORE of its cores, and the spread ((max - min) / median) of 7 timings of
+ * one 256^3 GEMM on rank 0 while the other ranks sleep, against COST_CALIB_MAX_SPREAD (docs/cost-model.md,
+ * "A calibration needs a quiet host"). 0 quiet, or forced (note says so, for the file); 1 refused (one
+ * line said by rank 0). Every rank calls it and gets rank 0's verdict. */
+#define COST_CALIB_MAX_LOAD_PER_CORE 0.5
+#define COST_CALIB_MAX_SPREAD 0.25
+static int host_quiet(const cost_calib_opts *o, int cores, double load1, char *note, size_t cap) {
+    int rank, refuse = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    note[0] = 0;
+    if (rank == 0) {
+        cost_event e = {.type = COST_EV_OP, .kind = COST_GEMM_FWD, .dim = {256, 256, 256, 0, 0}};
+        cost_op_work(COST_GEMM_FWD, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
+        double t[7];
+        int n = 0;
+        for (int i = 0; i < 7; i++) {
+            double us = cost_calib_op_us(o->ops, &e, 5.0, 1);
+            if (us > 0) t[n++] = us;
+        }
+        double spread = 0;
+        if (n >= 3) {
+            for (int i = 1; i < n; i++) for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x; }
+            spread = (t[n - 1] - t[0]) / t[n / 2];
+        }
+        double limit = COST_CALIB_MAX_LOAD_PER_CORE * cores;
+        int loaded = load1 > limit || spread > COST_CALIB_MAX_SPREAD;
+        snprintf(note, cap, "load average %.2f on %d cores (limit %.2f), one GEMM's spread %.0f%% over %d timings (limit %.0f%%)",
+                 load1, cores, limit, 100 * spread, n, 100 * COST_CALIB_MAX_SPREAD);
+        if (loaded && !o->force) {
+            fprintf(stderr, "calibrate: the host is loaded: %s: a calibration now would measure the scheduler's luck, not this "
+                            "machine (--force, or `make calibrate FORCE=1`, calibrates anyway)\n", note);
+            refuse = 1;
+        } else if (loaded) {
+            char t2[512];
+            snprintf(t2, sizeof t2, "FORCED on a loaded host: %s", note);
+            snprintf(note, cap, "%s", t2);
+        } else {
+            char t2[512];
+            snprintf(t2, sizeof t2, "a quiet host: %s", note);
+            snprintf(note, cap, "%s", t2);
+        }
+    }
+    cost_calib_idle_barrier();
+    MPI_Bcast(&refuse, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return refuse;
+}
+
 int cost_calibrate(const cost_calib_opts *o) {
     int rank, world, lr = 0, ls = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -184,8 +239,11 @@ int cost_calibrate(const cost_calib_opts *o) {
     comm_local_rank(&lr, &ls);
     double t0 = comm_now_ms(), l0[3], l1[3];
     loadavg(l0);
-    char err[2048] = "", date[32];
+    char err[2048] = "", date[32], quiet[512] = "";
     utc_now(date, sizeof date);
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!o->quick && host_quiet(o, ncores > 0 ? (int)ncores : 1, l0[0], quiet, sizeof quiet)) return 1;
+    int forced = !strncmp(quiet, "FORCED", 6);
     cost_workload w = {0};
     int bad = 0;
     if (rank == 0) {
@@ -261,10 +319,12 @@ int cost_calibrate(const cost_calib_opts *o) {
         snprintf(m.calibrated, sizeof m.calibrated, "%s", date);
         snprintf(m.build, sizeof m.build, "%s", o->build ? o->build : "gcc " __VERSION__);
         snprintf(m.description, sizeof m.description,
-                 "%s: %d cores, calibrated in %.0f s with %d ranks, load average %.2f before, %.2f after%s", m.host, m.cores,
-                 (comm_now_ms() - t0) / 1e3, world, l0[0], l1[0], o->quick ? " (quick: a tiny grid, for tests)" : "");
+                 "%s: %d cores, calibrated in %.0f s with %d ranks, load average %.2f before, %.2f after%s%s", m.host, m.cores,
+                 (comm_now_ms() - t0) / 1e3, world, l0[0], l1[0], o->quick ? " (quick: a tiny grid, for tests)" : "",
+                 forced ? "; FORCED on a loaded host (sources.calibrated)" : "");
         m.async = device;
         set_sources(&m, date, device);
+        if (quiet[0]) json_object_set_new(m.sources, "calibrated", json_string(quiet));   /* the host's quiet, or forced */
         if (!measure_coll)
             json_object_set_new(m.sources, "comm.collectives",
                                 json_string(world == 1 ? "none measured (one rank): a placeholder all-reduce of 1 GB/s, "
@@ -275,8 +335,8 @@ int cost_calibrate(const cost_calib_opts *o) {
         rc = files_write_json(o->out, j, err, sizeof err) ? 1 : 0;
         json_decref(j);
         if (rc) fprintf(stderr, "calibrate: %s\n", err);
-        else fprintf(stderr, "calibrate: wrote %s (%d GEMMs, %d collective tables, %.0f s, load %.2f -> %.2f)\n", o->out,
-                     m.ngemm, m.ncoll, (comm_now_ms() - t0) / 1e3, l0[0], l1[0]);
+        else fprintf(stderr, "calibrate: wrote %s (%d GEMMs, %d collective tables, %.0f s, load %.2f -> %.2f%s)\n", o->out,
+                     m.ngemm, m.ncoll, (comm_now_ms() - t0) / 1e3, l0[0], l1[0], forced ? ", FORCED on a loaded host" : "");
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     cost_machine_free(&m);
