@@ -137,6 +137,21 @@ if MESHSWEEP_CALIBRATE=quick must cost_sweep "$SWEEP" "$T/s.json" --train "$T/bi
   MESHSWEEP_CALIBRATE=quick must cost_sweep_again "$SWEEP" "$T/s.json" --fresh --train "$T/bin/train" --out-dir "$T/res" > "$T/s2.log" 2>&1 \
     && ! grep -q 'calibrating it once' "$T/s2.log" && grep -q 'sweep: machine .* now compute' "$T/s2.log" \
     && ok cost_sweep_second_checks_only || fail cost_sweep_second_checks_only "$(grep 'sweep: ' "$T/s2.log" | head -3)"
+  # a machine file 5x too fast for this host (its GEMMs' times divided by 5): the drift check finds compute
+  # about x5, and report.md says so in its first paragraph, before the answers
+  MF=$(ls "$T"/bin/machines/*.json | head -1)
+  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for g in d["compute"]["gemm"]: g["us"] /= 5
+json.dump(d, open(sys.argv[2], "w"))' "$MF" "$T/drifted.json"
+  if MESHSWEEP_CALIBRATE=quick MESHSWEEP_MACHINE=$T/drifted.json must cost_sweep_drifted "$SWEEP" "$T/s.json" --fresh --train "$T/bin/train" --out-dir "$T/resd" > "$T/sd.log" 2>&1; then
+    D=$(ls -d "$T"/resd/cost/*/ | head -1)
+    cr=$(j "$D/summary.json" '"x%.2f" % d["machine"]["check"]["compute_ratio"]')
+    # the first paragraph: the lines after the title up to the first blank line
+    awk 'NR > 2 && /^$/ {exit} NR > 2' "$D/report.md" > "$T/first.txt"
+    grep -q "^\*\*This host has drifted [0-9]*% from its machine file\*\* .*compute measured $cr" "$T/first.txt" \
+      && grep -q 'predicted step time below includes that drift' "$T/first.txt" && ok cost_report_drift_first_paragraph \
+      || fail cost_report_drift_first_paragraph "check $cr; first paragraph: $(head -c 300 "$T/first.txt")"
+  fi
 fi
 
 # ---- --plan-only ranks the meshes by predicted tok/s (the 8B 8xH100 spec, no GPU needed) ---------

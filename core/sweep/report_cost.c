@@ -82,10 +82,13 @@ static void machine_lines(sweep_sbuf *b, const sweep_report_ctx *c) {
                         mi->calibrated, mi->calibrated_now ? "; calibrated by this sweep" : "");
     else
         sweep_sb_printf(b, "No machine model:");
-    if (mi->checked)
-        sweep_sb_printf(b, " Drift check at the start of this invocation: compute x%.2f, collectives x%.2f of the "
-                           "file (1-minute load average %.2f): an error beyond that drift is the model's.",
-                        mi->compute_ratio, mi->comm_ratio, mi->load);
+    if (mi->checked) {   /* a ratio the check could not have is "not compared", never "xnan" */
+        char ct[32] = "not compared", mt[32] = "not compared";
+        if (isfinite(mi->compute_ratio)) snprintf(ct, sizeof ct, "x%.2f", mi->compute_ratio);
+        if (isfinite(mi->comm_ratio)) snprintf(mt, sizeof mt, "x%.2f", mi->comm_ratio);
+        sweep_sb_printf(b, " Drift check at the start of this invocation: compute %s, collectives %s of the "
+                           "file (1-minute load average %.2f): an error beyond that drift is the model's.", ct, mt, mi->load);
+    }
     if (mi->note[0]) sweep_sb_printf(b, " %s.", mi->note);
     sweep_sb_printf(b, "\n\n");
 }

@@ -8,6 +8,7 @@
 #include "core/sweep/report_cost.h"
 #include "core/common/errmsg.h"
 #include "core/sweep/grid.h"
+#include "core/sweep/machine.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -405,12 +406,28 @@ static void problems_section(sweep_sbuf *b, const sweep_report_ctx *c) {
     sweep_sb_printf(b, "\n");
 }
 
+/* The opening paragraph, when the drift check at the start found the machine more than 25% from its file:
+ * every prediction below carries that drift, and a reader of the answers should know it first. */
+static void drift_paragraph(sweep_sbuf *b, const sweep_report_ctx *c) {
+    const sweep_machine *mi = c->machine;
+    if (c->plan_only || !mi || sweep_machine_drift(mi) <= 0.25) return;
+    char ct[32] = "not compared", mt[32] = "not compared";
+    if (isfinite(mi->compute_ratio)) snprintf(ct, sizeof ct, "x%.2f", mi->compute_ratio);
+    if (isfinite(mi->comm_ratio)) snprintf(mt, sizeof mt, "x%.2f", mi->comm_ratio);
+    sweep_sb_printf(b, "**This host has drifted %.0f%% from its machine file** `%s` (calibrated %s): at the start of this "
+                       "sweep compute measured %s and collectives %s of the file (1-minute load average %.2f). Every "
+                       "predicted step time below includes that drift; `make calibrate` measures the host again.\n\n",
+                    100 * sweep_machine_drift(mi), mi->name, mi->calibrated[0] ? mi->calibrated : "at an unknown time", ct, mt,
+                    mi->load);
+}
+
 int sweep_write_report_md(const sweep_report_ctx *c, int charts_ok, char *err, size_t el) {
     (void)charts_ok; /* the charts section lists what exists, whatever happened while drawing */
     const sweep_spec *s = c->spec;
     double target = c->plan_only ? NAN : sweep_target_loss(c);
     sweep_sbuf b = {0};
     sweep_sb_printf(&b, "# %s `%s`\n\n", c->plan_only ? "Plan of sweep" : "Sweep", s->name);
+    drift_paragraph(&b, c);
     answers(&b, c, target);
     setup_lines(&b, c);
     if (!c->plan_only) cores_paragraph(&b, c);
