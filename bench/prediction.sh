@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/prediction.sh — how large the step-time model's error is on this machine (docs/cost-model.md, "How
-# large its error is"), claimed as design.md section 14 asks: per mesh the median over ROUNDS >= 5 launches,
+# large its error is"), claimed as a median: per mesh the median over ROUNDS >= 5 launches,
 # interleaved across the meshes (round 1 launches every mesh once, then round 2 ...), each launch's
 # prediction (what build/train predicted before step 1) against what it measured (its median step after
 # the warm-up), next to the measured spread over the launches and the load average before and after each
