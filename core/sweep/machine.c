@@ -155,7 +155,8 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi) {
         sweep_argv_free(&a);
         if (rc == SWEEP_EXIT_INTERRUPTED) return rc;
         if (rc) {
-            snprintf(mi->note, sizeof mi->note, "calibration failed (see calibrate.log): no predictions");
+            snprintf(mi->note, sizeof mi->note,
+                     "calibration failed, or refused on a loaded host (calibrate.log says which): no predictions");
             fprintf(stderr, "sweep: %s\n", mi->note);
             return 0;
         }
