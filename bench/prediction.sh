@@ -8,13 +8,15 @@
 # (other work holds them) or the one after it exceeded its own ranks plus half the cores. Meshes of 1 and 2
 # ranks (no more ranks than cores) are the model's accuracy; 8 ranks on a 2-core host are "host + model":
 # there an error counts as the model's only where it exceeds the mesh's own measured spread.
-# Before the launches it calibrates this host (build/calibrate) once per world size: 2 ranks for the 1- and
-# 2-rank meshes, 8 for the 8-rank ones, each on the steps of exactly those meshes (a spec written here).
+# Before the launches it calibrates this host (build/calibrate) CALIBRATIONS times per world size: 2 ranks
+# for the 1- and 2-rank meshes, 8 for the 8-rank ones, each on the steps of exactly those meshes (a spec
+# written here); round r predicts with calibration (r - 1) mod CALIBRATIONS + 1, so with CALIBRATIONS >= 3
+# the predictions' spread is the calibrations' spread.
 # build/calibrate refuses a loaded host: FORCE=1 calibrates anyway (the page then says it was forced).
 # Writes results/bench/prediction.md (OUT=...); notes below the marker line are kept. A benchmark, not a
 # test: it asserts nothing (the targets are on the page).
-# Usage: bash bench/prediction.sh   (env: ROUNDS=5 STEPS=20 FORCE=0 CALIBRATE=1 (0: keep the files of the
-#        previous run in $BUILD/machines/prediction-W.json) OUT=results/bench/prediction.md
+# Usage: bash bench/prediction.sh   (env: ROUNDS=5 STEPS=20 CALIBRATIONS=1 FORCE=0 CALIBRATE=1 (0: keep the
+#        files of the previous run, $BUILD/machines/prediction-W-C.json) OUT=results/bench/prediction.md
 #        MESHES="MODEL:WORLD:TP:BATCH:SEQ ..." (default below: tiny at 1x1, 2x1, 1x2 and the default sweep's
 #        four 8-rank meshes))
 set -u
@@ -24,11 +26,13 @@ ROUNDS=${ROUNDS:-5}
 STEPS=${STEPS:-20}
 FORCE=${FORCE:-0}
 CALIBRATE=${CALIBRATE:-1}
+CALIBRATIONS=${CALIBRATIONS:-1}
 OUT=${OUT:-results/bench/prediction.md}
 MESHES=${MESHES:-tiny:1:1:8:64 tiny:2:1:8:64 tiny:2:2:8:64 tiny:8:1:4:64 tiny:8:2:4:64 tiny:8:4:4:64 tiny:8:8:4:64}
 DATA=$BUILD/data/kjv/train.bin
 for b in train calibrate; do [ -x "$BUILD/$b" ] || { echo "prediction: $BUILD/$b missing (run make)" >&2; exit 2; }; done
 [ -s "$DATA" ] || { echo "prediction: no data (run make data)" >&2; exit 2; }
+[ "$CALIBRATIONS" -ge 1 ] 2>/dev/null || { echo "prediction: CALIBRATIONS must be a positive integer (got '$CALIBRATIONS')" >&2; exit 2; }
 [ "$ROUNDS" -ge 1 ] 2>/dev/null || { echo "prediction: ROUNDS must be a positive integer (got '$ROUNDS')" >&2; exit 2; }
 [ "$STEPS" -ge 5 ] 2>/dev/null || { echo "prediction: STEPS must be an integer >= 5 (got '$STEPS')" >&2; exit 2; }
 for m in $MESHES; do
@@ -45,33 +49,35 @@ mkdir -p "$BUILD/machines"
 
 # ---- one calibration per world size, on the steps of its meshes (a spec per model, seq and batch) ----
 for cw in $(for m in $MESHES; do IFS=: read -r _ w _ _ _ <<< "$m"; calworld "$w"; done | sort -un); do
-  mf=$BUILD/machines/prediction-$cw.json
-  if [ "$CALIBRATE" = 1 ] || [ ! -s "$mf" ]; then
-    specs=()
-    for key in $(for m in $MESHES; do IFS=: read -r mo w _ b s <<< "$m"; [ "$(calworld "$w")" = "$cw" ] && echo "$mo:$b:$s"; done | sort -u); do
-      IFS=: read -r mo b s <<< "$key"
-      meshes=$(for m in $MESHES; do IFS=: read -r mo2 w tp b2 s2 <<< "$m"
-               [ "$mo2:$b2:$s2" = "$key" ] && [ "$(calworld "$w")" = "$cw" ] && echo "\"$((cw / tp))x$tp\""; done | sort -u | paste -sd,)
-      [ "$cw" = 2 ] && meshes=$(printf '%s\n' "$meshes" | tr , '\n' | cat - <(echo '"2x1"') | sort -u | paste -sd,)   # a 1-rank step's shapes
-      f=$T/cal-$cw-${#specs[@]}.json
-      printf '{"name": "prediction-%s", "world": %s, "meshes": [%s], "model": "%s", "seq_len": %s, "steps": %s, "lr": 3e-3,
+  specs=()
+  for key in $(for m in $MESHES; do IFS=: read -r mo w _ b s <<< "$m"; [ "$(calworld "$w")" = "$cw" ] && echo "$mo:$b:$s"; done | sort -u); do
+    IFS=: read -r mo b s <<< "$key"
+    meshes=$(for m in $MESHES; do IFS=: read -r mo2 w tp b2 s2 <<< "$m"
+             [ "$mo2:$b2:$s2" = "$key" ] && [ "$(calworld "$w")" = "$cw" ] && echo "\"$((cw / tp))x$tp\""; done | sort -u | paste -sd,)
+    [ "$cw" = 2 ] && meshes=$(printf '%s\n' "$meshes" | tr , '\n' | cat - <(echo '"2x1"') | sort -u | paste -sd,)   # a 1-rank step's shapes
+    f=$T/cal-$cw-${#specs[@]}.json
+    printf '{"name": "prediction-%s", "world": %s, "meshes": [%s], "model": "%s", "seq_len": %s, "steps": %s, "lr": 3e-3,
  "batch_size": %s, "data": "%s", "backend": "cpu", "launcher": ["mpirun", "--oversubscribe", "-np", "{world}"]}\n' \
-        "$cw" "$cw" "$meshes" "$mo" "$s" "$STEPS" "$b" "$(pwd)/$DATA" > "$f"
-      specs+=("$f")
-    done
-    cmd=(mpirun --oversubscribe -np "$cw" "$BUILD/calibrate" --spec "$(IFS=,; echo "${specs[*]}")" --out "$mf" --verbose 1
-         --build "$(git describe --always --dirty 2>/dev/null || echo unknown)")
-    [ "$FORCE" = 1 ] && cmd+=(--force)
-    CMDS+=("${cmd[*]}")
-    l0=$(load)
-    if ! "${cmd[@]}" > "$T/calibrate-$cw.log" 2>&1; then
-      echo "prediction: the calibration of $cw ranks failed: $(grep '^calibrate: ' "$T/calibrate-$cw.log" | tail -1)" >&2
-      exit 1
+      "$cw" "$cw" "$meshes" "$mo" "$s" "$STEPS" "$b" "$(pwd)/$DATA" > "$f"
+    specs+=("$f")
+  done
+  for c in $(seq 1 "$CALIBRATIONS"); do
+    mf=$BUILD/machines/prediction-$cw-$c.json
+    if [ "$CALIBRATE" = 1 ] || [ ! -s "$mf" ]; then
+      cmd=(mpirun --oversubscribe -np "$cw" "$BUILD/calibrate" --spec "$(IFS=,; echo "${specs[*]}")" --out "$mf" --verbose 1
+           --build "$(git describe --always --dirty 2>/dev/null || echo unknown)")
+      [ "$FORCE" = 1 ] && cmd+=(--force)
+      CMDS+=("${cmd[*]}")
+      l0=$(load)
+      if ! "${cmd[@]}" > "$T/calibrate-$cw-$c.log" 2>&1; then
+        echo "prediction: calibration $c of $cw ranks failed: $(grep '^calibrate: ' "$T/calibrate-$cw-$c.log" | tail -1)" >&2
+        exit 1
+      fi
+      echo "$l0 | $(load)" > "$T/calibrate-$cw-$c.load"
+      echo "prediction: $(grep '^calibrate: wrote' "$T/calibrate-$cw-$c.log")" >&2
     fi
-    echo "$l0 | $(load)" > "$T/calibrate-$cw.load"
-    echo "prediction: $(grep '^calibrate: wrote' "$T/calibrate-$cw.log")" >&2
-  fi
-  cp "$mf" "$T/machine-$cw.json"
+    cp "$mf" "$T/machine-$cw-$c.json"
+  done
 done
 
 # ---- ROUNDS rounds, every mesh launched once per round --------------------------------------------
@@ -81,8 +87,9 @@ for r in $(seq 1 "$ROUNDS"); do
     IFS=: read -r mo w tp b s <<< "$m"
     i=$((i + 1))
     rec=$T/run-$r-$i.json
+    c=$(( (r - 1) % CALIBRATIONS + 1 ))   # round r predicts with calibration c: the calibrations' spread shows in the predictions
     cmd=(mpirun --oversubscribe -np "$w" "$BUILD/train" --model "$mo" --tp "$tp" --batch-size "$b" --seq-len "$s"
-         --steps "$STEPS" --log-every 1000 --data "$DATA" --machine "$BUILD/machines/prediction-$(calworld "$w").json" --out "$rec")
+         --steps "$STEPS" --log-every 1000 --data "$DATA" --machine "$BUILD/machines/prediction-$(calworld "$w")-$c.json" --out "$rec")
     [ "$r" = 1 ] && CMDS+=("${cmd[*]}")
     l0=$(load)
     "${cmd[@]}" > "$T/run-$r-$i.log" 2>&1 || echo "prediction: $m round $r: exit $? ($(tail -1 "$T/run-$r-$i.log"))" >&2
@@ -115,12 +122,14 @@ print("Error = predicted / measured − 1: predicted is what build/train predict
       "measured **spread** is (max − min) / median of its launches' measured steps, and the predictions' spread "
       "likewise. A launch is **loaded** (L) when the 1-minute load average before it exceeded half the cores or "
       "the one after it exceeded its own ranks plus half the cores.\n")
-for cw in sorted({int(f.split("-")[1].split(".")[0]) for f in os.listdir(T) if f.startswith("machine-")}):
-    mf = json.load(open(f"{T}/machine-{cw}.json"))
+files = sorted({tuple(int(x) for x in f[8:-5].split("-")) for f in os.listdir(T) if f.startswith("machine-")})
+K = max(c for _, c in files) if files else 1
+for cw, c in files:
+    mf = json.load(open(f"{T}/machine-{cw}-{c}.json"))
     cal = (mf.get("sources") or {}).get("calibrated", "")
-    print(f"Machine file of the {cw}-rank calibration: {mf.get('calibrated')}, {mf.get('description')}. "
+    print(f"Machine file of {cw}-rank calibration {c} of {K} (for rounds {', '.join(str(r) for r in range(c, rounds + 1, K))}): {mf.get('calibrated')}, {mf.get('description')}. "
           f"{cal + '. ' if cal else ''}Load average (1/5/15 min) before | after it: "
-          f"{read(f'{T}/calibrate-{cw}.load', 'n/a (the file was kept from an earlier run)')}.\n")
+          f"{read(f'{T}/calibrate-{cw}-{c}.load', 'n/a (the file was kept from an earlier run)')}.\n")
 rows, summary = [], {"model": [], "host + model": []}
 print("| mesh | ranks | class | launches (L: loaded) | predicted ms (median, spread) | measured ms (median, min–max, spread) | error per launch | median error | error beyond the spread? |")
 print("|---|---:|---|---|---|---|---|---:|---|")
