@@ -106,13 +106,13 @@ if must cost_calibrate_one_rank "$CAL" --quick --model tiny --seq-len 16 --out "
 fi
 
 # ---- a loaded host: refused before anything is measured, or --force records that it was forced -------
-# (the load read from $MESHSWEEP_LOADAVG; a calibration without --quick, of one rank and no spec: seconds)
+# (the busy cores read from $MESHSWEEP_LOADAVG's 1-minute figure; a calibration without --quick, of one rank and no spec: seconds)
 echo "9.00 9.00 9.00 1/100 1" > "$T/load9"
 MESHSWEEP_LOADAVG=$T/load9 expect_exit cost_calibrate_loaded_refused 1 \
-  "^calibrate: the host is loaded: load average 9.00 on [0-9]+ cores \(limit [0-9.]+\), .*scheduler's luck.*--force" -- "$CAL" --out "$T/loaded.json"
+  "^calibrate: the host is loaded: 9.00 of [0-9]+ cores busy with other work \(limit [0-9.]+; load average 9.00\), .*scheduler's luck.*--force" -- "$CAL" --out "$T/loaded.json"
 [ -e "$T/loaded.json" ] && fail cost_calibrate_loaded_nothing_written "$T/loaded.json was written"
 if MESHSWEEP_LOADAVG=$T/load9 must cost_calibrate_forced "$CAL" --force --out "$T/forced.json" > /dev/null 2> "$T/forced.log"; then
-  jt "$T/forced.json" 'd["sources"]["calibrated"].startswith("FORCED on a loaded host: load average 9.00 on ") and "FORCED" in d["description"]' \
+  jt "$T/forced.json" 'd["sources"]["calibrated"].startswith("FORCED on a loaded host: 9.00 of ") and "FORCED" in d["description"]' \
     && grep -q '^calibrate: wrote .*FORCED on a loaded host' "$T/forced.log" && ok cost_calibrate_forced_recorded \
     || fail cost_calibrate_forced_recorded "$(j "$T/forced.json" '(d["description"], d["sources"].get("calibrated"))')"
 fi

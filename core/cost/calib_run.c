@@ -35,6 +35,30 @@ static void loadavg(double l[3]) {
     fclose(f);
 }
 
+/* How many of the host's cores other work keeps busy now: /proc/stat's busy time (all but idle and iowait)
+ * over one second while this calibration's ranks sleep, in cores. The load average would count the build
+ * that has only just finished (`make sweep` compiles, then calibrates) for a minute after it ended. With
+ * $MESHSWEEP_LOADAVG set, that file's 1-minute figure stands for it (the tests' way to give a load). -1:
+ * unknown. */
+static double busy_cores(const double load[3]) {
+    const char *path = getenv("MESHSWEEP_LOADAVG");
+    if (path && *path) return load[0];
+    unsigned long long a[2][8] = {{0}};
+    for (int k = 0; k < 2; k++) {
+        if (k) { struct timespec ts = {1, 0}; nanosleep(&ts, NULL); }
+        FILE *f = fopen("/proc/stat", "r");
+        if (!f) return -1;
+        int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &a[k][0], &a[k][1], &a[k][2], &a[k][3],
+                       &a[k][4], &a[k][5], &a[k][6], &a[k][7]);
+        fclose(f);
+        if (n != 8) return -1;
+    }
+    unsigned long long tot = 0, idle = (a[1][3] - a[0][3]) + (a[1][4] - a[0][4]);
+    for (int i = 0; i < 8; i++) tot += a[1][i] - a[0][i];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return tot ? (double)(tot - idle) / (double)tot * (double)(cores > 0 ? cores : 1) : -1;
+}
+
 /* one event array of the workload to every rank (rank 0 recorded it) */
 static int bcast_events(cost_event **v, size_t *n, size_t *cap) {
     unsigned long long k = *n;
@@ -184,18 +208,19 @@ static void set_sources(cost_machine *m, const char *date, int device) {
 }
 
 /* Is the host quiet enough that a calibration measures it, not the scheduler? Before anything is
- * measured: the 1-minute load average (the other work of the host: these ranks have only just started)
+ * measured: the cores other work keeps busy over one second (busy_cores; the load average is only said)
  * against COST_CALIB_MAX_LOAD_PER_CORE of its cores, and the spread ((max - min) / median) of 7 timings of
  * one 256^3 GEMM on rank 0 while the other ranks sleep, against COST_CALIB_MAX_SPREAD (docs/cost-model.md,
  * "A calibration needs a quiet host"). 0 quiet, or forced (note says so, for the file); 1 refused (one
  * line said by rank 0). Every rank calls it and gets rank 0's verdict. */
 #define COST_CALIB_MAX_LOAD_PER_CORE 0.5
 #define COST_CALIB_MAX_SPREAD 0.25
-static int host_quiet(const cost_calib_opts *o, int cores, double load1, char *note, size_t cap) {
+static int host_quiet(const cost_calib_opts *o, int cores, const double load[3], char *note, size_t cap) {
     int rank, refuse = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     note[0] = 0;
     if (rank == 0) {
+        double busy = busy_cores(load);
         cost_event e = {.type = COST_EV_OP, .kind = COST_GEMM_FWD, .dim = {256, 256, 256, 0, 0}};
         cost_op_work(COST_GEMM_FWD, e.dim, (int)o->ops->cbytes, &e.flops, &e.bytes);
         double t[7];
@@ -210,9 +235,9 @@ static int host_quiet(const cost_calib_opts *o, int cores, double load1, char *n
             spread = (t[n - 1] - t[0]) / t[n / 2];
         }
         double limit = COST_CALIB_MAX_LOAD_PER_CORE * cores;
-        int loaded = load1 > limit || spread > COST_CALIB_MAX_SPREAD;
-        snprintf(note, cap, "load average %.2f on %d cores (limit %.2f), one GEMM's spread %.0f%% over %d timings (limit %.0f%%)",
-                 load1, cores, limit, 100 * spread, n, 100 * COST_CALIB_MAX_SPREAD);
+        int loaded = busy > limit || spread > COST_CALIB_MAX_SPREAD;
+        snprintf(note, cap, "%.2f of %d cores busy with other work (limit %.2f; load average %.2f), one GEMM's spread %.0f%% "
+                 "over %d timings (limit %.0f%%)", busy, cores, limit, load[0], 100 * spread, n, 100 * COST_CALIB_MAX_SPREAD);
         if (loaded && !o->force) {
             fprintf(stderr, "calibrate: the host is loaded: %s: a calibration now would measure the scheduler's luck, not this "
                             "machine (--force, or `make calibrate FORCE=1`, calibrates anyway)\n", note);
@@ -242,7 +267,7 @@ int cost_calibrate(const cost_calib_opts *o) {
     char err[2048] = "", date[32], quiet[512] = "";
     utc_now(date, sizeof date);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (!o->quick && host_quiet(o, ncores > 0 ? (int)ncores : 1, l0[0], quiet, sizeof quiet)) return 1;
+    if (!o->quick && host_quiet(o, ncores > 0 ? (int)ncores : 1, l0, quiet, sizeof quiet)) return 1;
     int forced = !strncmp(quiet, "FORCED", 6);
     cost_workload w = {0};
     int bad = 0;
