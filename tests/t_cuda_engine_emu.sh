@@ -60,6 +60,16 @@ cat > "$T/m.json" <<'JSON'
 JSON
 COMMON=(--model "$T/m.json" --seq-len 16 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
 "$BUILD/train" "${COMMON[@]}" --batch-size 2 --out "$T/cpu.json" 2>"$T/cpu.err" || fail cuda_engine_emu_cpu_ref "$(tail -2 "$T/cpu.err")"
+# a driver too old for the runtime (the emulated driver says CUDA 12.4, the runtime is 13.0) is not "no
+# device": the run stops and one line names both versions; without a driver (version 0) no such line
+MESHSWEEP_EMU_DRIVER_VERSION=12040 timeout 120 "$O/train" "${COMMON[@]}" --backend cuda --batch-size 2 > /dev/null 2> "$T/old.err"; r=$?
+if [ "$r" -ne 0 ] && grep -q "^cuda: the NVIDIA driver supports CUDA 12.4, older than this build's CUDA 13.0 runtime" "$T/old.err"; then
+  ok cuda_engine_emu_driver_too_old_named
+else fail cuda_engine_emu_driver_too_old_named "exit $r: $(head -3 "$T/old.err" | tr '\n' ' ')"; fi
+MESHSWEEP_EMU_DRIVER_VERSION=0 timeout 120 "$O/train" "${COMMON[@]}" --backend cuda --batch-size 2 > /dev/null 2> "$T/none.err"; r=$?
+if [ "$r" -ne 0 ] && ! grep -q 'older than' "$T/none.err" && grep -q 'no CUDA device or driver' "$T/none.err"; then
+  ok cuda_engine_emu_no_driver_is_no_device
+else fail cuda_engine_emu_no_driver_is_no_device "exit $r: $(head -3 "$T/none.err" | tr '\n' ' ')"; fi
 run() { # NAME NP TP B EXTRA...
   local name=$1 np=$2 tp=$3 b=$4; shift 4
   if timeout 600 "${MPIRUN[@]}" -np "$np" "$O/train" "${COMMON[@]}" --backend cuda --dtype fp32 --tp "$tp" --batch-size "$b" "$@" \
