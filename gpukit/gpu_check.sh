@@ -47,7 +47,7 @@ budget=${GPU_CHECK_BUDGET_S:-600}
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget-s) [ $# -ge 2 ] || { echo "gpu_check: --budget-s needs a value" >&2; exit 2; }; budget=$2; shift 2;;
-    -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     *) echo "gpu_check: unknown argument '$1' (usage: gpukit/gpu_check.sh [--budget-s S])" >&2; exit 2;;
   esac
 done
