@@ -30,6 +30,7 @@
 
 #ifdef MESHSWEEP_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "core/engine/comm_nccl.h"
 #include "core/common/parse.h"
 #include "core/job/catalog.h"
 
@@ -200,12 +201,23 @@ typedef struct {
 static int usage(void) {
     printf("usage: build/gpu_bench [--model NAME|PATH] [--batch-size B] [--seq-len T] [--reps R] [--json FILE]\n"
            "       build/gpu_bench --small [--json FILE]   toy shapes (what the emulator test runs)\n"
+           "       build/gpu_bench --versions   one line: driver, runtime, cuBLAS and NCCL versions; exit 0 with a\n"
+           "                                    device, 1 without, 3 when the driver is too old for the runtime\n"
            "Per-kernel times of the bf16 CUDA ops at the model's shapes (CUDA events, median of 3 trials),\n"
            "GEMMs against cublasGemmEx alone, attention TFLOP/s (also swept over head dims 64, 128 and T 2048,\n"
            "8192), the fused AdamW's bandwidth, and the step those times add up to, with its MFU in two\n"
            "conventions against the datasheet and the measured GEMM peak.\n"
            "Defaults: --model llama3.2-1b --batch-size 1 --seq-len 2048 --reps 10.\n");
     return 0;
+}
+
+/* the GPU kit's first line (gpukit/gpu_check.sh, stage versions): what this machine runs the build with */
+static int print_versions(void) {
+    char cu[160], why[256], nccl[64];
+    int r = cuda_versions(cu, sizeof cu, why, sizeof why);
+    comm_nccl_version(nccl, sizeof nccl);
+    printf("%s, NCCL %s%s%s\n", cu, nccl, why[0] ? ": " : "", why);
+    return r == 2 ? 3 : r;
 }
 
 typedef struct {
@@ -221,6 +233,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, int *done) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) { *done = 1; return usage(); }
+        if (!strcmp(a, "--versions")) { *done = 1; return print_versions(); }
         if (!strcmp(a, "--small")) { o->small = 1; continue; }
         if (strcmp(a, "--model") && strcmp(a, "--batch-size") && strcmp(a, "--seq-len") && strcmp(a, "--reps") &&
             strcmp(a, "--json")) {

@@ -70,6 +70,20 @@ if [ "$r" -ge 0 ]; then
     fail cuda_emu_gpu_bench_small "exit $r, $rows table rows: $(tail -3 "$O/gpu_bench.txt" | tr '\n' ' ')"; rc=1
   fi
 fi
+# the versions line (gpu_bench --versions, the GPU kit's first line): the emulated driver's CUDA
+# version (MESHSWEEP_EMU_DRIVER_VERSION) against the runtime's 13.0: as new (a device, exit 0), older
+# (exit 3, the line names both versions: a driver too old is not "no device"), none (exit 1)
+if [ "$r" -ge 0 ]; then
+  vcheck() { # NAME DRIVER WANT_EXIT PATTERN
+    local out rv
+    out=$(MESHSWEEP_EMU_DRIVER_VERSION=$2 timeout 60 "$O/gpu_bench_emu" --versions 2>&1); rv=$?
+    if [ "$rv" -eq "$3" ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -qE "$4"; then ok "cuda_emu_versions_$1"
+    else fail "cuda_emu_versions_$1" "exit $rv (want $3): $out"; rc=1; fi
+  }
+  vcheck driver_current 13000 0 '^driver CUDA 13\.0, runtime CUDA 13\.0, cuBLAS 13\.0\.0, NCCL [^:]*$'
+  vcheck driver_too_old 12040 3 "^driver CUDA 12\.4, runtime CUDA 13\.0, cuBLAS 13\.0\.0, NCCL .*: the NVIDIA driver supports CUDA 12\.4, older than this build's CUDA 13\.0 runtime"
+  vcheck no_driver 0 1 '^driver CUDA none, runtime CUDA 13\.0, .*: no NVIDIA driver'
+fi
 # the block's threads run in a seeded order from barrier to barrier (tests/emu/cuda_emu_threads.cuh), so
 # a missing __syncthreads must give wrong results: attention_scalar.cu without the barrier that keeps
 # the next tile's loads off the tile still being read must fail some check of test_cuda_kernels

@@ -46,6 +46,17 @@ if mpicc "${NC[@]}" -Wall -Wextra -c tests/test_comm_nccl_emu.cu -o "$O/tcn.o" 2
     if [ -n "$n" ] && [ "$n" -gt 0 ]; then ok "comm_nccl_emu_sees_$1  ($n of 16 runs wrong)"
     else fail "comm_nccl_emu_sees_$1" "with the wait removed every seeded run was right (${n:-no result})"; fi
   }
+  # two communicators on one device, run one collective at a time in issue order (the worst case of
+  # NCCL kernels that cannot run side by side): one issue order on every rank finishes and is right;
+  # the same program with rank 1 issuing DP before TP must hang (the timeout is the expected outcome)
+  MESHSWEEP_EMU_NCCL_SERIAL=1 MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/test_comm_nccl_emu" --serial \
+    > "$O/tcn_serial.log" 2>&1; r=$?
+  cat "$O/tcn_serial.log"
+  [ "$r" -eq 0 ] || fail comm_nccl_emu_serial "exit $r (124: timed out): $(tail -2 "$O/tcn_serial.log" | tr '\n' ' ')"
+  MESHSWEEP_EMU_NCCL_SERIAL=1 MESHSWEEP_EMU_DEVICES=2 timeout 20 "${MPIRUN[@]}" -np 2 "$O/test_comm_nccl_emu" --serial --swap \
+    > "$O/tcn_swap.log" 2>&1; r=$?
+  if [ "$r" -eq 124 ] && ! grep -q '^ok ' "$O/tcn_swap.log"; then ok comm_nccl_emu_serial_sees_swapped_order
+  else fail comm_nccl_emu_serial_sees_swapped_order "exit $r, want a hang (124): $(tail -2 "$O/tcn_swap.log" | tr '\n' ' ')"; fi
   nccl_mut collective_not_waiting_for_compute 's/    CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ready, 0));//'
   nccl_mut compute_not_waiting_for_collective 's/    CUDA_CHECK(cudaStreamWaitEvent(0, f_, 0)); \\/    \\/'
   nccl_mut compute_not_waiting_for_prefetch 's/    CUDA_CHECK(cudaStreamWaitEvent(0, h->end, 0));//'
@@ -60,6 +71,16 @@ cat > "$T/m.json" <<'JSON'
 JSON
 COMMON=(--model "$T/m.json" --seq-len 16 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
 "$BUILD/train" "${COMMON[@]}" --batch-size 2 --out "$T/cpu.json" 2>"$T/cpu.err" || fail cuda_engine_emu_cpu_ref "$(tail -2 "$T/cpu.err")"
+# a driver too old for the runtime (the emulated driver says CUDA 12.4, the runtime is 13.0) is not "no
+# device": the run stops and one line names both versions; without a driver (version 0) no such line
+MESHSWEEP_EMU_DRIVER_VERSION=12040 timeout 120 "$O/train" "${COMMON[@]}" --backend cuda --batch-size 2 > /dev/null 2> "$T/old.err"; r=$?
+if [ "$r" -ne 0 ] && grep -q "^cuda: the NVIDIA driver supports CUDA 12.4, older than this build's CUDA 13.0 runtime" "$T/old.err"; then
+  ok cuda_engine_emu_driver_too_old_named
+else fail cuda_engine_emu_driver_too_old_named "exit $r: $(head -3 "$T/old.err" | tr '\n' ' ')"; fi
+MESHSWEEP_EMU_DRIVER_VERSION=0 timeout 120 "$O/train" "${COMMON[@]}" --backend cuda --batch-size 2 > /dev/null 2> "$T/none.err"; r=$?
+if [ "$r" -ne 0 ] && ! grep -q 'older than' "$T/none.err" && grep -q 'no CUDA device or driver' "$T/none.err"; then
+  ok cuda_engine_emu_no_driver_is_no_device
+else fail cuda_engine_emu_no_driver_is_no_device "exit $r: $(head -3 "$T/none.err" | tr '\n' ' ')"; fi
 run() { # NAME NP TP B EXTRA...
   local name=$1 np=$2 tp=$3 b=$4; shift 4
   if timeout 600 "${MPIRUN[@]}" -np "$np" "$O/train" "${COMMON[@]}" --backend cuda --dtype fp32 --tp "$tp" --batch-size "$b" "$@" \
@@ -109,6 +130,10 @@ run_nccl() { # NAME NP TP B SEED EXTRA...
 run_nccl nccl_1x2 2 2 2 11
 run_nccl nccl_2x1 2 1 1 12
 run_nccl nccl_2x2 4 2 1 13
+# the same 2x2 mesh with every rank's device running one collective at a time in issue order
+# (tests/emu/nccl_emu.cuh): the engine issues its TP and DP collectives in one order on every rank,
+# so it finishes with the same losses (ranks in different orders would hang here)
+MESHSWEEP_EMU_NCCL_SERIAL=1 run_nccl nccl_2x2_serial 4 2 1 15
 # accumulation over NCCL with sequence parallel (2x2: 2 micro-batches of 1 per DP rank, global 4)
 "$BUILD/train" "${SMALL[@]}" --batch-size 4 --out "$T/cpu_small4.json" 2>"$T/cpu_small4.err" || fail cuda_engine_emu_cpu_small4_ref "$(tail -2 "$T/cpu_small4.err")"
 REF=cpu_small4 run_nccl nccl_2x2_accum 4 2 1 14 --grad-accum 2

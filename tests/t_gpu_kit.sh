@@ -5,7 +5,8 @@
 # mpirun/orted and every ELF file of the kit's packages (Open MPI's and PMIx's plugins included)
 # resolve every library inside the prefix (or CUDA, or libc/libstdc++/libgcc, which the kit
 # deliberately leaves to the machine), and build/train trains 2 steps on 1 rank and on 2 ranks
-# through the carried mpirun (CPU backend). To make "inside the prefix" a fact rather than a reading
+# through the carried mpirun (CPU backend); run.sh's first line is the versions line, and a driver
+# too old for the kit's runtime (a gpu_bench that says so) stops it there. To make "inside the prefix" a fact rather than a reading
 # of ldd's output, everything runs in a private mount namespace (`unshare -m`) in which every file of
 # the kit's packages installed on this machine (/usr/lib/.../libmpi.so.40, Open MPI's plugins and
 # help files, /usr/bin/orterun, libopenblas, libjansson, ...) has /dev/null bound over it: a lookup
@@ -110,5 +111,18 @@ if [ "$rc" -eq 0 ] && grep -q '^binaries *ok' "$T/check/summary.txt" && grep -q 
    && [ "$(grep -c ' skip .*no GPU' "$T/check/summary.txt")" -ge 10 ] && [ -s "$T/check/summary.json" ]; then
   ok gpu_kit_run_sh_end_to_end_without_gpu
 else echo "FAIL gpu_kit_run_sh_end_to_end_without_gpu: exit $rc: $(tail -n 5 "$T/run.log" | tr '\n' ' ' | cut -c1-400)"; fi
+# its first line: the versions (here no driver: the carried gpu_bench says so, and the check goes on)
+if head -n 1 "$T/run.log" | grep -qE '^driver CUDA none, runtime CUDA [0-9.]+, cuBLAS [0-9.]+, NCCL [0-9.]+: no NVIDIA driver'; then
+  ok gpu_kit_run_sh_first_line_versions
+else echo "FAIL gpu_kit_run_sh_first_line_versions: $(head -n 1 "$T/run.log" | cut -c1-300)"; fi
+# a driver too old for the kit's runtime (a gpu_bench that says so, exit 3): run.sh stops after that line
+cp -r "$KIT" "$T/oldrt"
+printf '#!/bin/sh\necho "driver CUDA 12.4, runtime CUDA 13.0, cuBLAS 13.1.0, NCCL 2.28.9: the NVIDIA driver supports CUDA 12.4, older than the CUDA 13.0 runtime"; exit 3\n' \
+  > "$T/oldrt/tree/build/gpu_bench"
+GPU_CHECK_NVIDIA_SMI=$T/no-nvidia-smi timeout 120 bash "$T/oldrt/run.sh" "$T/oldrtcheck" > "$T/oldrt.log" 2>&1; rc=$?
+if [ "$rc" -eq 1 ] && head -n 1 "$T/oldrt.log" | grep -q '^driver CUDA 12.4, runtime CUDA 13.0' \
+   && grep -q 'stopped: the driver is too old' "$T/oldrt.log" && [ ! -e "$T/oldrtcheck/summary.txt" ]; then
+  ok gpu_kit_run_sh_stops_on_driver_too_old
+else echo "FAIL gpu_kit_run_sh_stops_on_driver_too_old: exit $rc: $(head -n 3 "$T/oldrt.log" | tr '\n' ' ' | cut -c1-300)"; fi
 SH
 unshare -m bash "$T/inside.sh" "$T" "$KIT" "$BUILD"

@@ -15,6 +15,13 @@
  * the host, while rank 1 starts its gather only after its own all-reduce is done: rank 0's TP
  * collective can only complete if it is not queued behind its own gather, i.e. if TP traffic has a
  * stream of its own. On one shared NCCL stream this deadlocks (the script's timeout fails it).
+ * serial (--serial, with MESHSWEEP_EMU_NCCL_SERIAL=1: the device runs one collective at a time, in
+ * the order this rank issued them over both communicators): the order scenario, which issues TP then
+ * DP on both ranks, stays right for every seed — one issue order kept by every rank does not depend
+ * on two NCCL kernels running side by side. --serial --swap issues them in the other order on rank 1
+ * only and must hang (the script's timeout is the expected outcome): what a GPU can do when ranks
+ * issue two communicators' collectives in different orders (docs/gpu.md#gpu-backend). The prefetch
+ * scenario is such a swap on purpose (it proves the streams are separate) and is not run serially.
  * What it is not: a timing or priority model (the emulator gives the TP stream's priority no effect).
  */
 #include <cuda_runtime.h> /* the emulator (-Itests/emu/include) */
@@ -59,14 +66,16 @@ static int results_right(const float *w, const float *y) {
     return ok;
 }
 
-/* one interleaving of the order scenario; 1 when right on this rank */
-static int order_case(uint64_t seed) {
+/* one interleaving of the order scenario; 1 when right on this rank. swap: rank 1 issues the DP
+ * gather before the TP all-reduce (an order the ranks do not share) */
+static int order_case(uint64_t seed, int swap) {
     emu_set_seed(seed * 1000 + (uint64_t)g_rank);
     float *x = dev(N), *z = dev(N), *w = dev(N), *y = dev(2 * N);
     ON_COMPUTE(fill_kernel, x, z, (float)(g_rank + 1));
-    comm_nccl_all_reduce(g_tp, x, N, 0, 4);
     void *ev = NULL;
-    comm_nccl_all_gather(g_dp, y, z, N, 4, &ev); /* started, as the next unit's prefetch */
+    if (swap && g_rank == 1) comm_nccl_all_gather(g_dp, y, z, N, 4, &ev);
+    comm_nccl_all_reduce(g_tp, x, N, 0, 4);
+    if (!(swap && g_rank == 1)) comm_nccl_all_gather(g_dp, y, z, N, 4, &ev); /* started, as the next unit's prefetch */
     ON_COMPUTE(twice_kernel, w, (const float *)x);
     comm_nccl_wait(ev);
     const int ok = results_right(w, y);
@@ -98,6 +107,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int count_wrong = argc > 1 && !strcmp(argv[1], "--count-wrong");
+    const int serial = argc > 1 && !strcmp(argv[1], "--serial"), swap = serial && argc > 2 && !strcmp(argv[2], "--swap");
     if (size != 2) {
         if (g_rank == 0) printf("FAIL comm_nccl_emu_ranks: needs 2 MPI ranks, got %d\n", size);
         MPI_Finalize();
@@ -114,9 +124,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     int wrong = 0;
-    for (uint64_t s = 1; s <= SEEDS; s++) wrong += !order_case(s);
+    for (uint64_t s = 1; s <= SEEDS; s++) wrong += !order_case(s, swap);
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (count_wrong) {
+    if (serial) {
+        if (g_rank == 0)
+            CHECK(wrong == 0, swap ? "comm_nccl_emu_serial_swapped_order_finished" : "comm_nccl_emu_serial_one_issue_order",
+                  "one collective at a time: %d of %d (seed, rank) runs gave a wrong result", wrong, 2 * SEEDS);
+    } else if (count_wrong) {
         if (g_rank == 0) printf("wrong %d\n", wrong);
     } else {
         int pre = prefetch_case(), both = 0;

@@ -115,6 +115,54 @@ static const ck_prec bf16 = {.prefix = "cuda_bf16_", .round = bround, .dev_c = d
                              .get_c = getb, .tol_c_ew = TOL_BF, .tol_c_mm = TOL_BF, .tol_c_copy = 0.0,
                              .tol_f_ew = TOL_F32, .tol_f_mm = TOL_F32, .swiglu_extra = swiglu_rounding};
 
+/* ---- weight gradients summed over micro-batches -------------------------------------------------
+ * The bf16 step keeps weight gradients in fp32 (docs/gpu.md#the-bf16-step): each micro-batch's dw
+ * GEMM (bf16 operands, fp32 compute) adds into the fp32 dw with beta = 1, so the sum over K
+ * micro-batches is rounded to fp32 once per micro-batch. Against a double reference of the same
+ * bf16 inputs it stays at fp32 accuracy; the alternative the bf16 step does not take, the sum kept
+ * in bf16 (each micro-batch's partial sum rounded to bf16, computed here on the host), is printed
+ * next to it and must be far worse, or this test could not tell the two apart. */
+static void test_dw_accumulate(void) {
+    enum { K = 16, N = 64, Cin = 48, Cout = 40 };
+    const size_t nw = (size_t)Cout * Cin;
+    double *want = xmalloc(nw * sizeof(double));
+    float *zero = xmalloc(nw * sizeof(float)), *bsum = xmalloc(nw * sizeof(float));
+    for (size_t i = 0; i < nw; i++) { want[i] = 0; zero[i] = 0; bsum[i] = 0; }
+    float *d_dw = devf(zero, nw);
+    for (int k = 0; k < K; k++) {
+        float *in = rnd((size_t)N * Cin, 1.0f), *dout = rnd((size_t)N * Cout, 1.0f);
+        for (size_t i = 0; i < (size_t)N * Cin; i++) in[i] = bround(in[i]);
+        for (size_t i = 0; i < (size_t)N * Cout; i++) dout[i] = bround(dout[i]);
+        float *d_in = devb(in, (size_t)N * Cin), *d_dout = devb(dout, (size_t)N * Cout);
+        D->matmul_backward(NULL, d_dw, d_dout, d_in, NULL, N, Cin, Cout);
+        for (int o = 0; o < Cout; o++)
+            for (int c = 0; c < Cin; c++) {
+                double sum = 0;
+                for (int n = 0; n < N; n++) sum += (double)dout[(size_t)n * Cout + o] * in[(size_t)n * Cin + c];
+                want[(size_t)o * Cin + c] += sum;
+                bsum[(size_t)o * Cin + c] = bround(bsum[(size_t)o * Cin + c] + (float)sum);
+            }
+        D->dev_free(d_in); D->dev_free(d_dout);
+        free(in); free(dout);
+    }
+    float *got = getf(d_dw, nw);
+    double rms = 0, e32 = 0, e16 = 0;
+    for (size_t i = 0; i < nw; i++) rms += want[i] * want[i];
+    rms = sqrt(rms / (double)nw);
+    for (size_t i = 0; i < nw; i++) {
+        const double a = fabs(got[i] - want[i]) / rms, b = fabs(bsum[i] - want[i]) / rms;
+        if (!(a <= e32)) e32 = a; /* a NaN sticks */
+        if (b > e16) e16 = b;
+    }
+    CHECK(e32 <= 1e-5, "cuda_bf16_dw_accumulate_fp32", "%d micro-batches: max error %.3g of rms(dw), want <= 1e-5", K, e32);
+    printf("# dw over %d micro-batches, max error / rms(dw): fp32 sum (the step) %.3g, a bf16 sum would be %.3g\n", K,
+           e32, e16);
+    CHECK(e16 > 100 * e32, "cuda_bf16_dw_accumulate_bf16_sum_differs",
+          "a bf16 sum %.3g is not far from the fp32 sum's %.3g: the test cannot tell them apart", e16, e32);
+    free(want); free(zero); free(bsum); free(got);
+    D->dev_free(d_dw);
+}
+
 /* ---- the fp32 ops the table keeps: adamw, scale_inplace, sumsq --------------------------------- */
 
 static void test_fp32_ops(void) {
@@ -190,7 +238,7 @@ static void test_helpers(void) {
     D->dev_free(d_x); D->dev_free(d_y); D->dev_free(d_src); D->dev_free(d_dst); D->dev_free(d_c);
 }
 
-static const char *const groups[] = {"cuda_bf16_matmul", "cuda_bf16_embedding", "cuda_bf16_rmsnorm",
+static const char *const groups[] = {"cuda_bf16_matmul", "cuda_bf16_dw_accumulate", "cuda_bf16_embedding", "cuda_bf16_rmsnorm",
                                      "cuda_bf16_rope",   "cuda_bf16_attention", "cuda_bf16_swiglu",
                                      "cuda_bf16_ce",     "cuda_bf16_fp32_ops",  "cuda_bf16_helpers"};
 #endif /* MESHSWEEP_CUDA */
@@ -209,6 +257,7 @@ int main(void) {
     printf("# device: %s\n", name);
     D = &ops_cuda_bf16;
     test_matmul();
+    test_dw_accumulate();
     test_embedding();
     test_rmsnorm();
     test_rope();

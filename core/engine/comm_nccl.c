@@ -116,6 +116,14 @@ static int hook_finalize(void) {
 
 int comm_nccl_available(void) { return 1; }
 
+void comm_nccl_version(char *buf, size_t len) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) { snprintf(buf, len, "unknown"); return; }
+    /* 10000·major + 100·minor + patch since NCCL 2.9; 1000·major + 100·minor + patch before */
+    if (v >= 20900) snprintf(buf, len, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    else snprintf(buf, len, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+}
+
 /* the lowest status over every rank: setup fails everywhere or nowhere, so no rank is left
  * waiting in a later group's setup for a rank that gave up */
 static int world_min(int v) {
@@ -215,6 +223,7 @@ void comm_nccl_broadcast(void *c, float *buf, size_t n, int root) {
 }
 #else
 int comm_nccl_available(void) { return 0; }
+void comm_nccl_version(char *buf, size_t len) { snprintf(buf, len, "none (built without CUDA)"); }
 int comm_nccl_init(void *mpi_comm, int size, int rank, int critical, void **out, char *err, size_t errlen) {
     (void)mpi_comm; (void)size; (void)rank; (void)critical; (void)out;
     snprintf(err, errlen, "--comm nccl: this build has no CUDA/NCCL (nvcc was not found at build time)");

@@ -1,4 +1,5 @@
-/* core/engine/comm_nccl.h — NCCL collectives for core/engine/comm.c (private to it). Present in CUDA builds; in
+/* core/engine/comm_nccl.h — NCCL collectives for core/engine/comm.c (private to it, but for comm_nccl_version,
+ * which bench/gpu_bench.c prints in the GPU kit's versions line). Present in CUDA builds; in
  * other builds comm_nccl_available() is 0 and nothing else is called. Streams: one per communicator,
  * i.e. per kind of traffic (TP; FSDP all-gathers and reduce-scatters), so a prefetched all-gather
  * never delays a TP collective; a collective first waits (event) for the compute stream, and the
@@ -14,6 +15,9 @@
 extern "C" {
 #endif
 int comm_nccl_available(void);
+/* NCCL's version as "2.27.3" into buf (ncclGetVersion: the library loaded, not the headers);
+ * "none (built without CUDA)" in other builds. */
+void comm_nccl_version(char *buf, size_t len);
 /* create a communicator over the MPI communicator *mpi_comm (MPI_Comm*), with a stream of its own
  * (the device's highest priority when critical: the TP group's); -1 with message on error.
  * Collective over MPI_COMM_WORLD (every rank creates its communicators in the same sequence, as

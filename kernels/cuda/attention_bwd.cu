@@ -3,7 +3,8 @@
  * What it is: FlashAttention-2's backward structure on mma.sync.m16n8k16 (shared pieces:
  * attention_tile.cuh), in up to four launches:
  *   prep    D = rowsum(dO ⊙ O) per query row, fp32, once (into the workspace); 16-byte loads.
- *   dk, dv  grid (key blocks of 64) x (query heads) x (batches): one block walks the query tiles
+ *   dk, dv  (query heads) x (key blocks of 64) x (batches) blocks, longest first across heads
+ *           (att_longest_first: key block 0 of every head first): one block walks the query tiles
  *           of ONE query head from its diagonal on (tiles above it never load): the serial path is
  *           one key block's query tiles, the GQA group is split across blocks. Sᵀ = K·Qᵀ and
  *           dPᵀ = V·dOᵀ (K, V by plain ldmatrix from the block's tiles, Q and dO streamed through
@@ -12,7 +13,8 @@
  *           dK, dV go to fp32 partial sums in the workspace;
  *   reduce  ... which one element-wise pass adds, head by head in order, into dk and dv (MHA: the
  *           dk/dv kernel adds into them directly and there is no reduce).
- *   dq      grid (query blocks of 64) x H x B: key tiles up to the diagonal through two cp.async
+ *   dq      H x (query blocks of 64) x B blocks, the last query block of every head first: key tiles
+ *           up to the diagonal through two cp.async
  *           stages, S and dP recomputed, dQ += scale · dS·K (K by ldmatrix .trans).
  * dQ has its own pass instead of FlashAttention-2's atomics: every output element is written by
  * one thread, in a fixed order, so results are deterministic (the price: S and dP are computed
@@ -169,8 +171,9 @@ attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, int
     float *Ls = reinterpret_cast<float *>(Gs + 2 * BM * LDS); /* [2][BM] lse */
     float *Ds = Ls + 2 * BM;                                   /* [2][BM] D */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-    const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / KV);
-    const int k0 = blockIdx.x * TC_ROWS, kfirst = k0 + warp * 16; /* block 0 has the most tiles: first */
+    const att_block blk = att_longest_first(); /* key tile 0 has the most query tiles: first */
+    const int b = blk.b, h = blk.h, kvh = h / (H / KV);
+    const int k0 = blk.rank * TC_ROWS, kfirst = k0 + warp * 16;
     const int r0 = kfirst + g, r1 = r0 + 8;                         /* this lane's key rows */
     const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
     const size_t koff = (size_t)b * T * ldk + (size_t)kvh * HD, qoff = (size_t)b * T * ldq + (size_t)h * HD;
@@ -308,8 +311,9 @@ attention_backward_dq_tc_kernel(bf16s *dq, const bf16s *dout, const float *lse, 
     bf16s *Ks = Gs + TC_ROWS * LDS;              /* [2][BN][LDS] */
     bf16s *Vs = Ks + 2 * BN * LDS;               /* [2][BN][LDS] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-    const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / KV);
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
+    const att_block blk = att_longest_first(); /* the longest query tiles of every head first */
+    const int b = blk.b, h = blk.h, kvh = h / (H / KV);
+    const int q0 = ((int)att_tiles(T) - 1 - blk.rank) * TC_ROWS;
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
     const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
     const size_t qoff = (size_t)b * T * ldq + (size_t)h * HD;
@@ -377,12 +381,11 @@ int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16
     const int prep_vec = vec && tile_vec_ok(out, ldq);
     LAUNCH(attention_bwd_prep_kernel<HD>, grid_for(rows, 256 / 32 * (32 / (HD / 8))), 256, 0, Dr, dout, out, T, H,
            rows, prep_vec);
-    const unsigned tiles = (unsigned)((T + TC_ROWS - 1) / TC_ROWS);
     int launched = 0;
     if (dq) {
         const size_t smem = smem_dq<HD>();
         allow_smem(attention_backward_dq_tc_kernel<HD>, smem);
-        LAUNCH(attention_backward_dq_tc_kernel<HD>, dim3(tiles, (unsigned)H, (unsigned)B), 128, smem, dq, dout, lse,
+        LAUNCH(attention_backward_dq_tc_kernel<HD>, att_grid(B, T, H), 128, smem, dq, dout, lse,
                (const float *)Dr, q, k, v, T, H, KV, sl2, scale, vec);
         launched++;
     }
@@ -391,7 +394,7 @@ int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16
         float *pk = partial && dk ? part : nullptr, *pv = partial && dv ? part + rows * HD : nullptr;
         const size_t smem = smem_dkv<HD>();
         allow_smem(attention_backward_dkv_tc_kernel<HD>, smem);
-        LAUNCH(attention_backward_dkv_tc_kernel<HD>, dim3(tiles, (unsigned)H, (unsigned)B), 128, smem, dk, dv, pk, pv,
+        LAUNCH(attention_backward_dkv_tc_kernel<HD>, att_grid(B, T, H), 128, smem, dk, dv, pk, pv,
                partial, dout, lse, (const float *)Dr, q, k, v, T, H, KV, sl2, scale, vec);
         launched++;
         if (partial) {

@@ -89,7 +89,8 @@ static __device__ __forceinline__ void fwd_tile(float (&o)[HD / 8][4], float &m0
     }
 }
 
-/* grid (ceil(T/64), H, B), 128 threads; sl2 = scale·log2(e) */
+/* H x ceil(T/64) x B blocks, the longest (last) query tile of every head first (att_longest_first),
+ * 128 threads; sl2 = scale·log2(e) */
 template <int HD>
 static __global__ void __launch_bounds__(128, 3)
 attention_forward_tc_kernel(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int T, int H,
@@ -100,8 +101,9 @@ attention_forward_tc_kernel(bf16s *out, float *lse, const bf16s *q, const bf16s 
     bf16s *Ks = reinterpret_cast<bf16s *>(smem); /* [2][BN][LDS] */
     bf16s *Vs = Ks + 2 * BN * LDS;               /* [2][BN][LDS] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-    const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / KV);
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS; /* the longest rows first */
+    const att_block blk = att_longest_first(); /* the longest query tiles of every head first */
+    const int b = blk.b, h = blk.h, kvh = h / (H / KV);
+    const int q0 = ((int)att_tiles(T) - 1 - blk.rank) * TC_ROWS;
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
     const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
     const bf16s *qb = q + (size_t)b * T * ldq + (size_t)h * HD;
@@ -168,7 +170,7 @@ void attention_tc_forward(bf16s *out, float *lse, const bf16s *q, const bf16s *k
                           int KV) {
     const size_t smem = smem_forward<HD>();
     allow_smem(attention_forward_tc_kernel<HD>, smem);
-    const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)H, (unsigned)B);
+    const dim3 grid = att_grid(B, T, H);
     const float sl2 = ATT_LOG2E / sqrtf((float)HD);
     const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
     const int vec = tile_vec_ok(q, ldq) && tile_vec_ok(k, ldk) && tile_vec_ok(v, ldk);

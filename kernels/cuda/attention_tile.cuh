@@ -31,6 +31,21 @@ template <int HD> struct att_shape {
     static constexpr int DKV_QUERIES = HD == 64 ? 64 : 32;
 };
 
+/* Longest first across heads. The blocks of a causal pass do unequal work (a query tile's grows with
+ * its index, a key tile's shrinks), and the device hands out blocks in the order of their linear
+ * index (x fastest). The passes run on a grid of H x tiles x B blocks: heads vary fastest, then the
+ * tile's rank by length, so within a batch every head gets its longest tile before any gets its
+ * second, and the shortest tiles of all heads fill the tail of the pass instead of a whole head's
+ * long ones. The indices stay plain blockIdx reads (no division, nothing held in registers). Rank 0
+ * is the longest. */
+struct att_block { int rank, h, b; };
+static __host__ __device__ __forceinline__ unsigned att_tiles(int T) { return (unsigned)((T + TC_ROWS - 1) / TC_ROWS); }
+static __device__ __forceinline__ att_block att_longest_first() {
+    return att_block{(int)blockIdx.y, (int)blockIdx.x, (int)blockIdx.z};
+}
+/* the grid of a pass */
+static inline dim3 att_grid(int B, int T, int H) { return dim3((unsigned)H, att_tiles(T), (unsigned)B); }
+
 /* the causal row range [0, end) of keys a query block [q0, q0 + TC_ROWS) reads */
 static __device__ __forceinline__ int att_key_end(int q0, int T) { return imin(q0 + TC_ROWS, T); }
 

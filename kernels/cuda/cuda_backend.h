@@ -23,10 +23,17 @@
 extern "C" {
 #endif
 
-/* Number of usable CUDA devices; 0 (never an abort) when there is no driver or no device. */
+/* Number of usable CUDA devices; 0 (never an abort) when there is no driver or no device. A driver
+ * too old for the runtime also gives 0, after one line on stderr naming both CUDA versions. */
 int cuda_device_count(void);
+/* "driver CUDA 12.4, runtime CUDA 13.0, cuBLAS 13.0.2" into buf ("driver CUDA none" without a
+ * driver), and into why, when no device can be used, the reason ("" otherwise). Returns 0 (a
+ * device), 1 (no driver or no device), 2 (the driver is too old for the runtime:
+ * cudaErrorInsufficientDriver; why names both versions). */
+int cuda_versions(char *buf, size_t len, char *why, size_t whylen);
 /* Select device local_rank % count for this process and create its context.
- * Returns 0, or -1 with a one-line reason in err (no device, driver error). */
+ * Returns 0, or -1 with a one-line reason in err (no device, no driver, a driver too old for the
+ * runtime with both versions, a device error). */
 int cuda_select_device(int local_rank, char *err, size_t errlen);
 /* Free and total bytes of the current device as the runtime reports them (0, 0 on error). */
 void cuda_mem_info(size_t *free_b, size_t *total_b);

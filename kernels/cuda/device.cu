@@ -10,13 +10,73 @@
 
 #include <string.h>
 
+/* a runtime version as the runtime encodes it (1000·major + 10·minor) -> "13.0" */
+static void cuda_ver(char *buf, size_t len, int v) { snprintf(buf, len, "%d.%d", v / 1000, v % 1000 / 10); }
+
+/* The runtime answers cudaErrorInsufficientDriver both without a driver (cudaDriverGetVersion
+ * gives 0) and with one too old for it: only the second is "driver too old". */
+static int cuda_driver_too_old(cudaError_t e) {
+    int drv = 0;
+    (void)cudaDriverGetVersion(&drv);
+    return e == cudaErrorInsufficientDriver && drv > 0;
+}
+
+/* "the NVIDIA driver supports CUDA 12.4, older than this build's CUDA 13.0 runtime: ..." when the
+ * driver is too old for the runtime, so that it is never taken for "no device"; "no NVIDIA
+ * driver" without one; the runtime's reason otherwise */
+static void cuda_why(cudaError_t e, char *err, size_t errlen) {
+    if (!err || !errlen) return;
+    int drv = 0, rt = 0;
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+    char d[32], r[32];
+    cuda_ver(d, sizeof d, drv);
+    cuda_ver(r, sizeof r, rt);
+    if (cuda_driver_too_old(e))
+        snprintf(err, errlen,
+                 "the NVIDIA driver supports CUDA %s, older than this build's CUDA %s runtime: update the driver "
+                 "(or use a build against CUDA %s or older)", d, r, d);
+    else if (drv == 0)
+        snprintf(err, errlen, "no NVIDIA driver (%s; runtime CUDA %s)", cudaGetErrorString(e), r);
+    else
+        snprintf(err, errlen, "no CUDA device (%s; driver CUDA %s, runtime CUDA %s)", cudaGetErrorString(e), d, r);
+}
+
+extern "C" int cuda_versions(char *buf, size_t len, char *why, size_t whylen) {
+    int drv = 0, rt = 0, n = 0, cb[3] = {0, 0, 0};
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+    (void)cublasGetProperty(MAJOR_VERSION, &cb[0]);
+    (void)cublasGetProperty(MINOR_VERSION, &cb[1]);
+    (void)cublasGetProperty(PATCH_LEVEL, &cb[2]);
+    cudaError_t e = cudaGetDeviceCount(&n);
+    (void)cudaGetLastError();
+    char d[32], r[32];
+    if (drv > 0) cuda_ver(d, sizeof d, drv);
+    else snprintf(d, sizeof d, "none");
+    cuda_ver(r, sizeof r, rt);
+    if (why && whylen) why[0] = 0;
+    if (e != cudaSuccess || n <= 0) cuda_why(e != cudaSuccess ? e : cudaErrorNoDevice, why, whylen);
+    snprintf(buf, len, "driver CUDA %s, runtime CUDA %s, cuBLAS %d.%d.%d", d, r, cb[0], cb[1], cb[2]);
+    if (cuda_driver_too_old(e)) return 2;
+    return e == cudaSuccess && n > 0 ? 0 : 1;
+}
+
 extern "C" int cuda_device_count(void) {
     int n = 0;
-    /* no driver, no device, or a driver too old: report none instead of aborting, so that the
-       CUDA build still runs its CPU paths (and tests print skip lines) on machines without GPUs */
+    /* no driver or no device: report none instead of aborting, so that the CUDA build still runs
+       its CPU paths (and tests print skip lines) on machines without GPUs. A driver too old for the
+       runtime is not "no device": it is said once, on stderr, with both versions. */
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); /* clear the error so it cannot surface in a later check */
+        static int said = 0;
+        if (!said && cuda_driver_too_old(e)) {
+            char why[256];
+            cuda_why(e, why, sizeof why);
+            fprintf(stderr, "cuda: %s\n", why);
+            said = 1;
+        }
         return 0;
     }
     return n;
@@ -26,8 +86,7 @@ extern "C" int cuda_select_device(int local_rank, char *err, size_t errlen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
-        if (err && errlen)
-            snprintf(err, errlen, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "count is 0");
+        cuda_why(e != cudaSuccess ? e : cudaErrorNoDevice, err, errlen);
         (void)cudaGetLastError();
         return -1;
     }
@@ -38,7 +97,8 @@ extern "C" int cuda_select_device(int local_rank, char *err, size_t errlen) {
        rather than inside the first kernel */
     if (e == cudaSuccess) e = cudaFree(0);
     if (e != cudaSuccess) {
-        if (err && errlen) snprintf(err, errlen, "cannot use CUDA device %d: %s", dev, cudaGetErrorString(e));
+        if (cuda_driver_too_old(e)) cuda_why(e, err, errlen);
+        else if (err && errlen) snprintf(err, errlen, "cannot use CUDA device %d: %s", dev, cudaGetErrorString(e));
         (void)cudaGetLastError();
         return -1;
     }

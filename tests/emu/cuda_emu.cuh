@@ -124,6 +124,7 @@ inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f;
  * was. Pool blocks that are free but still reserved are poisoned with 0xff (a NaN in fp32 and bf16)
  * and reused by later allocations, as on the device. */
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
+                   cudaErrorInsufficientDriver = 35, cudaErrorNoDevice = 100,
                    cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600, cudaErrorLaunchFailure = 719 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
@@ -137,6 +138,8 @@ inline const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     default: return "unspecified launch failure";
     }
 }
@@ -497,8 +500,30 @@ inline int emu_ndevices() {
     const int n = e && *e ? atoi(e) : 1;
     return n > 0 ? n : 1;
 }
-inline cudaError_t cudaGetDeviceCount(int *n) { *n = emu_ndevices(); return cudaSuccess; }
+/* The versions, as the runtime encodes them (1000·major + 10·minor). The emulated runtime is CUDA
+ * 13.0; MESHSWEEP_EMU_DRIVER_VERSION (default 13000) is the CUDA version the emulated driver
+ * supports: 0 is no driver, one older than the runtime is a driver too old for it. Either way every
+ * runtime call that needs the driver fails with cudaErrorInsufficientDriver, as the CUDA runtime
+ * does (without a driver too: cudaDriverGetVersion's 0 tells the two apart). */
+#define CUDART_VERSION 13000
+inline int emu_driver_version() {
+    const char *e = getenv("MESHSWEEP_EMU_DRIVER_VERSION");
+    return e && *e ? atoi(e) : CUDART_VERSION;
+}
+inline cudaError_t cudaDriverGetVersion(int *v) { *v = emu_driver_version(); return cudaSuccess; }
+inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = CUDART_VERSION; return cudaSuccess; }
+inline cudaError_t emu_driver_check() {
+    const int d = emu_driver_version();
+    if (d < CUDART_VERSION) return emu_fail(cudaErrorInsufficientDriver);
+    return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceCount(int *n) {
+    const cudaError_t e = emu_driver_check();
+    *n = e == cudaSuccess ? emu_ndevices() : 0;
+    return e;
+}
 inline cudaError_t cudaSetDevice(int d) {
+    if (emu_driver_check() != cudaSuccess) return emu_last_error;
     if (d < 0 || d >= emu_ndevices()) return emu_fail(cudaErrorInvalidValue);
     emu_device = d;
     return cudaSuccess;

@@ -20,6 +20,12 @@ enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 inline const char *cublasGetStatusString(cublasStatus_t s) { return s ? "CUBLAS_STATUS_INVALID_VALUE" : "CUBLAS_STATUS_SUCCESS"; }
 inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = (cublasHandle_t)&emu_smem_limit; return CUBLAS_STATUS_SUCCESS; }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+/* the emulated cuBLAS says it is 13.0.0 (the version of the runtime it stands beside) */
+enum libraryPropertyType { MAJOR_VERSION = 0, MINOR_VERSION = 1, PATCH_LEVEL = 2 };
+inline cublasStatus_t cublasGetProperty(libraryPropertyType t, int *v) {
+    *v = t == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
 
 inline float emu_load(const void *p, cudaDataType_t t, size_t i) {
     if (t == CUDA_R_32F) return ((const float *)p)[i];

@@ -13,6 +13,11 @@
  * ncclGetUniqueId names its creator (world rank and a counter); ncclCommInitRank splits
  * MPI_COMM_WORLD by that name, so every world rank must create its communicators in the same
  * sequence (the engine does: TP group, then DP group, on every rank) — a mismatch is reported.
+ * One device, several communicators: MESHSWEEP_EMU_NCCL_SERIAL=1 lets this rank's device run one
+ * collective at a time, in the order the host issued them over all its communicators (the worst case
+ * of NCCL kernels that cannot run side by side on one GPU: too few SMs, or one waiting for the
+ * previous one to finish). Ranks that issue the collectives of two shared communicators in different
+ * orders then deadlock, as they can on GPUs; ranks that keep one order do not (docs/gpu.md).
  * Faults for tests: MESHSWEEP_EMU_NCCL_FAIL=unique_id makes ncclGetUniqueId fail;
  * MESHSWEEP_EMU_NCCL_FAIL=init:R makes ncclCommInitRank fail on world rank R.
  * What it is not: NCCL's algorithms, its bandwidth, or NCCL's restriction to one GPU per rank;
@@ -52,6 +57,8 @@ inline const char *ncclGetErrorString(ncclResult_t r) {
     default: return "internal error";
     }
 }
+/* the emulated NCCL says it is 2.27.3 (encoded as NCCL >= 2.9 does: 10000·major + 100·minor + patch) */
+inline ncclResult_t ncclGetVersion(int *v) { *v = 22703; return ncclSuccess; }
 inline int emu_world_rank() {
     int r = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -192,18 +199,33 @@ struct emu_nccl_op_state {
     MPI_Request req = MPI_REQUEST_NULL;
     std::vector<unsigned char> tmp;
 };
+/* issue order on this rank's device over every communicator: tickets handed out at the call, the
+ * number of collectives finished (MESHSWEEP_EMU_NCCL_SERIAL: a collective starts only when every
+ * earlier ticket has finished) */
+inline uint64_t emu_nccl_tickets = 0, emu_nccl_finished = 0;
+inline bool emu_nccl_one_at_a_time() {
+    static int s = -1;
+    if (s < 0) {
+        const char *e = getenv("MESHSWEEP_EMU_NCCL_SERIAL");
+        s = e && e[0] == '1';
+    }
+    return s == 1;
+}
 template <typename Start, typename Finish>
 inline ncclResult_t emu_nccl_enqueue(ncclComm_t c, cudaStream_t st, const char *what, std::vector<uint64_t> refs,
                                      Start start, Finish finish) {
     if (!c) return ncclInvalidArgument;
     c->pending++;
     auto state = std::make_shared<emu_nccl_op_state>();
-    emu_enqueue(st, what, [c, state, start, finish, started = false]() mutable {
+    const uint64_t ticket = emu_nccl_tickets++;
+    emu_enqueue(st, what, [c, state, start, finish, ticket, started = false]() mutable {
         if (c->aborted) {
             c->pending--;
+            emu_nccl_finished++;
             return 1;
         }
         if (!started) {
+            if (emu_nccl_one_at_a_time() && ticket != emu_nccl_finished) return 0; /* an earlier one still runs */
             started = true;
             start(c, *state);
         }
@@ -212,6 +234,7 @@ inline ncclResult_t emu_nccl_enqueue(ncclComm_t c, cudaStream_t st, const char *
         if (!done) return 0;
         finish(c, *state);
         c->pending--;
+        emu_nccl_finished++;
         return 1;
     }, std::move(refs));
     return ncclSuccess;
