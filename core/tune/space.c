@@ -1,0 +1,419 @@
+/* core/tune/space.c — the cells of a tune, each checked, planned and priced as `build/train --plan` does it
+ * (see space.h): the argv of a cell goes through job_parse and job_build, the plan is plan_world_ranks
+ * and the price cost_predict, with the options plan_report gives them. */
+#include "core/tune/space.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/engine/engine.h"
+#include "core/engine/plan.h"
+#include "core/job/catalog.h"
+
+#define F(x) offsetof(tune_opts, x)
+const cli_opt tune_options[] = {
+    {"model", CLI_STR, F(model), "NAME|PATH", "a preset or an HF config.json (as build/train)", 0, NULL, NULL},
+    {"gpu", CLI_STR, F(gpu), "NAME", "plan every cell for this device (its budget and its step-time model; bf16, "
+     "the CUDA backend's kernels)", 0, NULL, NULL},
+    {"machine", CLI_STR, F(machine), "NAME|FILE", "step-time model (default: the --gpu's, else this host's `make "
+     "calibrate` file)", 0, NULL, NULL},
+    {"world", CLI_INT, F(world), "W", "ranks (GPUs) of the cluster", 0, NULL, NULL},
+    {"gpus-per-host", CLI_INT, F(gpus_per_host), "N", "ranks per host (default: the machine's)", 0, NULL, NULL},
+    {"seq-len", CLI_INT, F(seq_len), "T", "sequence length", 0, NULL, NULL},
+    {"global-batch", CLI_INT, F(global_batch), "G", "sequences per optimizer step, reached exactly by every cell", 0, NULL, NULL},
+    {"global-tokens", CLI_STR, F(global_tokens), "N", "tokens per optimizer step instead (a multiple of --seq-len)", 0, NULL, NULL},
+    {"mem-budget", CLI_STR, F(mem_budget), "SIZE", "per-rank budget (default: --gpu's, as build/train --plan --gpu; on "
+     "this host its memory over the ranks of a host)", 0, NULL, NULL},
+    {"mem-reserve", CLI_STR, F(mem_reserve), "SIZE", "with --gpu: device memory kept out of the budget (default 1GiB)", 0, NULL, NULL},
+    {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 with --gpu, fp32 on this host)", 0, NULL, NULL},
+    {"top", CLI_INT, F(top), "N", "rows of the ranked table in report.md (default 20)", 0, NULL, NULL},
+    {"out-dir", CLI_STR, F(out_dir), "DIR", "results root: the folder is DIR/<UTC timestamp>/ (default results/tune)", 0, NULL, NULL},
+    {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
+};
+#undef F
+const int tune_noptions = (int)(sizeof tune_options / sizeof tune_options[0]);
+
+const char *const tune_status_names[3] = {"fits", "no_fit", "unreachable"};
+
+void tune_opts_init(tune_opts *o) {
+    memset(o, 0, sizeof *o);
+    *o = (tune_opts){.model = "small", .world = 8, .seq_len = 128, .top = 20, .out_dir = "results/tune"};
+}
+
+/* ------------------------------------------------------------------ the meshes */
+int tune_meshes(int world, tune_mesh *out, int cap) {
+    int n = 0;
+    /* replicate x shard x tp with replicate 1: HSDP adds its replicate degrees here */
+    for (int t = 1; t <= world && n < cap; t++)
+        if (world % t == 0) out[n++] = (tune_mesh){.r = 1, .s = world / t, .t = t};
+    return n;
+}
+
+/* ------------------------------------------------------------------ a cell as text */
+void tune_ckpt_text(const tune_cell *c, char *out, size_t cap) {
+    if (c->ckpt == 0) snprintf(out, cap, "none");
+    else if (c->ckpt == 1) snprintf(out, cap, "full");
+    else snprintf(out, cap, "every:%d", c->ckpt);
+}
+
+enum { ARGS_MAX = 40, ARG_LEN = 24 };
+/* the arguments: options' values by pointer (they live as long as the space), numbers in s[] */
+typedef struct cell_argv { int n; char s[ARGS_MAX][ARG_LEN]; char *v[ARGS_MAX + 1]; } cell_argv;
+
+static void push(cell_argv *a, const char *s) {
+    if (a->n >= ARGS_MAX) return;
+    a->v[a->n] = (char *)s;
+    a->v[++a->n] = NULL;
+}
+static void push2(cell_argv *a, const char *k, long long v) {
+    push(a, k);
+    if (a->n >= ARGS_MAX) return;
+    snprintf(a->s[a->n], ARG_LEN, "%lld", v);
+    push(a, a->s[a->n]);
+}
+
+static const char *const CKPT_NONE = "none", *const CKPT_FULL = "full";
+
+/* the argv of `build/train --plan` for cell c (argv[0] "train") */
+static void cell_args(const tune_space *S, const tune_cell *c, cell_argv *a) {
+    const tune_opts *o = &S->o;
+    a->n = 0;
+    push(a, "train");
+    push(a, "--plan");
+    push(a, "--model"); push(a, o->model);
+    push2(a, "--world", o->world);
+    if (o->gpus_per_host) push2(a, "--gpus-per-host", o->gpus_per_host);
+    push2(a, "--tp", c->mesh.t);
+    push2(a, "--seq-len", o->seq_len);
+    push2(a, "--batch-size", c->B);
+    push2(a, "--global-batch", S->global_batch);
+    push(a, "--checkpoint-activations");
+    if (c->ckpt > 1) { snprintf(a->s[a->n], ARG_LEN, "every:%d", c->ckpt); push(a, a->s[a->n]); }
+    else push(a, c->ckpt ? CKPT_FULL : CKPT_NONE);
+    if (c->sp == 0) push(a, "--no-sequence-parallel");
+    if (c->sp == 1) { push(a, "--sp-activations"); push(a, c->sp_local ? "local" : "gathered"); }
+    if (c->reduce_last >= 0) { push(a, "--accum-reduce"); push(a, c->reduce_last ? "last" : "each"); }
+    if (!c->prefetch) push(a, "--no-prefetch");
+    if (o->gpu) { push(a, "--gpu"); push(a, o->gpu); push(a, "--backend"); push(a, "cuda"); }
+    if (o->mem_reserve) { push(a, "--mem-reserve"); push(a, o->mem_reserve); }
+    if (S->budget_text[0]) { push(a, "--mem-budget"); push(a, S->budget_text); }
+    if (o->machine) { push(a, "--machine"); push(a, o->machine); }
+    push(a, "--dtype"); push(a, o->dtype);
+}
+
+void tune_cell_args(const tune_space *S, const tune_cell *c, char *out, size_t cap) {
+    cell_argv a;
+    cell_args(S, c, &a);
+    size_t w = 0;
+    out[0] = 0;
+    for (int i = 1; i < a.n && w < cap; i++) w += (size_t)snprintf(out + w, cap - w, "%s%s", i > 1 ? " " : "", a.v[i]);
+}
+
+void tune_cell_label(const tune_cell *c, char *out, size_t cap) {
+    char ck[32];
+    tune_ckpt_text(c, ck, sizeof ck);
+    if (c->status == TUNE_UNREACHABLE && c->B == 0) { snprintf(out, cap, "%dx%d", c->dp, c->mesh.t); return; }
+    snprintf(out, cap, "%dx%d b%d x%d ckpt=%s%s%s%s%s", c->dp, c->mesh.t, c->B, c->N, ck,
+             c->sp < 0 ? "" : c->sp == 0 ? " sp=off" : c->sp_local ? " sp=local" : " sp=gathered",
+             c->reduce_last < 0 ? "" : c->reduce_last ? " reduce=last" : " reduce=each", c->prefetch ? "" : " no-prefetch", "");
+}
+
+/* ------------------------------------------------------------------ the space */
+static int add_cell(tune_space *S, const tune_cell *c) {
+    if (S->n == S->cap) {
+        int cap = S->cap ? 2 * S->cap : 1024;
+        tune_cell *p = realloc(S->cells, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        S->cells = p, S->cap = cap;
+    }
+    S->cells[S->n++] = *c;
+    return 0;
+}
+
+/* job_parse + job_build of cell c's argv: what build/train --plan does first. 0 or 2 with err. */
+static int cell_job(const tune_space *S, const tune_cell *c, job_t *j, char *err, size_t errlen) {
+    cell_argv a;
+    cell_args(S, c, &a);
+    if (job_parse(j, a.n, a.v, err, errlen)) return 2;
+    return job_build(j, S->o.world, 0, err, errlen);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* the checkpointing values worth a cell: none, full, and every:K for the smallest K of each number of
+ * recomputed layers ceil(L / K) (a larger K with the same count saves the same layers' inputs) */
+static int ckpt_values(int L, int *out, int cap) {
+    int n = 0;
+    out[n++] = 0;
+    if (L >= 1) out[n++] = 1;
+    for (int K = 2; K <= L && n < cap; K++)
+        if ((L + K - 2) / (K - 1) > (L + K - 1) / K) out[n++] = K;
+    return n;
+}
+
+static int recomputed(int L, int ckpt) { return ckpt == 0 ? 0 : ckpt == 1 ? L : (L + ckpt - 1) / ckpt; }
+
+/* The micro-batches of a step repeat: from the third on, each adds the same allocations (freed before the
+ * next) and the same stretch of the timeline, so the peak of N >= 3 micro-batches is the peak of 3 and
+ * the step, its communication and its compute grow by the same amount per micro-batch (what
+ * tests/t_tune.sh checks against build/train --plan, cell by cell). A cell of N > 3 is replayed at 2 and
+ * 3 micro-batches and its figures extended; one of N <= 3 is replayed as it is. */
+#define TUNE_REPLAY_MICRO 3
+
+static int price(const tune_space *S, const job_t *j, int tp, int N, cost_prediction *p, char *err, size_t errlen) {
+    cost_req q = {.cfg = &j->cfg, .world = S->o.world, .tp = tp, .mo = j->mo, .dtype = j->dtype,
+                  .ranks_per_host = S->o.gpus_per_host, .m = &S->machine};
+    q.mo.grad_accum = N;
+    return cost_predict(&q, p, err, errlen);
+}
+
+/* the prediction of cell c: replayed, or extended from 2 and 3 micro-batches */
+static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, char *err, size_t errlen) {
+    cost_prediction p, p2;
+    int N = c->N, big = N > TUNE_REPLAY_MICRO;
+    if (price(S, j, c->mesh.t, big ? TUNE_REPLAY_MICRO : N, &p, err, errlen)) return -1;
+    double k = 0, step = p.r.step_ms, comm = p.r.comm_ms, exposed = p.r.exposed_comm_ms, comp = p.r.compute_ms;
+    if (big) {
+        if (price(S, j, c->mesh.t, TUNE_REPLAY_MICRO - 1, &p2, err, errlen)) return -1;
+        k = N - TUNE_REPLAY_MICRO;
+        step += k * (p.r.step_ms - p2.r.step_ms), comm += k * (p.r.comm_ms - p2.r.comm_ms);
+        exposed += k * (p.r.exposed_comm_ms - p2.r.exposed_comm_ms), comp += k * (p.r.compute_ms - p2.r.compute_ms);
+    }
+    double tokens = (double)c->dp * c->B * N * S->o.seq_len;
+    c->step_ms = step, c->comm_ms = comm, c->exposed_comm_ms = exposed, c->compute_ms = comp;
+    c->tok_s = step > 0 ? tokens / (step / 1e3) : 0, c->tok_s_per_gpu = c->tok_s / S->o.world;
+    double scale = p.tok_s > 0 ? c->tok_s / p.tok_s : 0;   /* MFU is proportional to tok/s */
+    c->mfu = p.mfu * scale, c->mfu_causal = p.mfu_causal * scale;
+    return 0;
+}
+
+/* plan and price one cell (its job built); 0, or 2 when job_build refuses it (err) */
+static int plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, size_t errlen) {
+    job_t j;
+    int rc = cell_job(S, c, &j, err, errlen);
+    if (rc) return rc;
+    mem_stats worst;
+    int wr;
+    model_opts mo = j.mo;
+    if (mo.grad_accum > TUNE_REPLAY_MICRO) mo.grad_accum = TUNE_REPLAY_MICRO;
+    if (plan_world_ranks(P, &j.cfg, S->o.world, c->mesh.t, &mo, S->budget, NULL, &worst, &wr, err, errlen)) return 2;
+    c->peak = worst.total_peak;
+    memcpy(c->by_cat, worst.peak, sizeof c->by_cat);
+    c->status = !worst.overflow && worst.total_peak <= S->budget ? TUNE_FITS : TUNE_NO_FIT;
+    if (c->status != TUNE_FITS) return 0;
+    S->n_fit++;
+    char e2[512];
+    if (predict_cell(S, &j, c, e2, sizeof e2)) { snprintf(c->why, sizeof c->why, "not priced: %.140s", e2); return 0; }
+    c->priced = 1;
+    S->n_priced++;
+    return 0;
+}
+
+#define MAX_SETTINGS 4096
+typedef struct setting { int ckpt, sp, sp_local, reduce_last, prefetch; } setting;
+
+/* the settings of a mesh: checkpointing x sequence parallel x reduce mode x prefetch */
+static int mesh_settings(const tune_space *S, const tune_mesh *m, setting *out, int cap) {
+    int ck[256], nck = ckpt_values(S->base.cfg.num_hidden_layers, ck, 256), n = 0;
+    int sp[3][2] = {{-1, 0}}, nsp = 1;
+    if (m->t > 1) {
+        sp[0][0] = 0, nsp = 1;
+        if (S->o.seq_len % m->t == 0) sp[1][0] = 1, sp[1][1] = 1, sp[2][0] = 1, sp[2][1] = 0, nsp = 3;
+    }
+    for (int a = 0; a < nck; a++)
+        for (int b = 0; b < nsp; b++)
+            for (int r = 0; r < 2; r++)
+                for (int p = 1; p >= 0; p--)
+                    if (n < cap) out[n++] = (setting){ck[a], sp[b][0], sp[b][1], r, p};
+    return n;
+}
+
+static int unreachable(tune_space *S, const tune_mesh *m, int B, const char *why) {
+    tune_cell c = {.mesh = *m, .dp = m->r * m->s, .B = B, .status = TUNE_UNREACHABLE, .sp = -1, .reduce_last = -1, .prefetch = 1};
+    snprintf(c.why, sizeof c.why, "%s", why);
+    return add_cell(S, &c);
+}
+
+/* every micro-batch of mesh m, from 1 up to the first that fits in none of the settings */
+static int mesh_cells(tune_space *S, const engine_t *P, const tune_mesh *m, int (*interrupted)(void), char *err, size_t errlen) {
+    int dp = m->r * m->s, G = S->global_batch;
+    char why[160];
+    if (G % dp) {
+        snprintf(why, sizeof why, "--global-batch %d is not a multiple of dp %d", G, dp);
+        return unreachable(S, m, 0, why);
+    }
+    static setting st[MAX_SETTINGS];
+    static unsigned char alive[MAX_SETTINGS];
+    int ns = mesh_settings(S, m, st, MAX_SETTINGS), left = ns, per = G / dp;
+    memset(alive, 1, (size_t)ns);
+    for (int B = 1; B <= per && left > 0; B++) {
+        if (per % B) {
+            snprintf(why, sizeof why, "%d sequences per DP rank are not a whole number of micro-batches of %d", per, B);
+            if (unreachable(S, m, B, why)) return -1;
+            continue;
+        }
+        int N = per / B;
+        if (N > PLAN_MAX_GRAD_ACCUM) {
+            snprintf(why, sizeof why, "%d micro-batches per step: more than this engine supports (%d)", N, PLAN_MAX_GRAD_ACCUM);
+            if (unreachable(S, m, B, why)) return -1;
+            continue;
+        }
+        for (int k = 0; k < ns; k++) {
+            if (!alive[k]) continue;
+            if (N == 1 && st[k].reduce_last) continue; /* nothing is accumulated: one reduce mode */
+            if (interrupted && interrupted()) return 130;
+            tune_cell c = {.mesh = *m, .dp = dp, .B = B, .N = N, .ckpt = st[k].ckpt, .sp = st[k].sp,
+                           .sp_local = st[k].sp_local, .reduce_last = N > 1 ? st[k].reduce_last : -1,
+                           .prefetch = st[k].prefetch};
+            c.recompute_layers = recomputed(S->base.cfg.num_hidden_layers, c.ckpt);
+            int rc = plan_cell(S, P, &c, err, errlen);
+            if (rc == 2 && B == 1 && k == 0) return 3; /* the mesh itself is refused: err says why */
+            if (rc == 2) { alive[k] = 0, left--; continue; } /* e.g. B x T beyond the engine's tokens */
+            if (c.status != TUNE_FITS) {
+                alive[k] = 0, left--;
+                if (N == 1 && k + 2 < ns && st[k + 2].reduce_last) { /* its twin of the other reduce mode */
+                    alive[k + 2] = 0, left--;
+                }
+            }
+            if (add_cell(S, &c)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the options, the budget, the machine */
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return 2; } while (0)
+
+static int check_opts(tune_space *S, char *err, size_t errlen) {
+    tune_opts *o = &S->o;
+    if (o->world < 1 || o->world > 65536) BAD("--world must be in 1..65536 (got %d)", o->world);
+    if (o->gpus_per_host < 0 || o->gpus_per_host > o->world)
+        BAD("--gpus-per-host must be in 1..--world %d (got %d)", o->world, o->gpus_per_host);
+    if (o->gpus_per_host && o->world % o->gpus_per_host)
+        BAD("--gpus-per-host %d does not divide --world %d (every host holds the same number of ranks)", o->gpus_per_host, o->world);
+    if (o->seq_len < 1) BAD("--seq-len must be >= 1 (got %d)", o->seq_len);
+    if (o->top < 1) BAD("--top must be >= 1 (got %d)", o->top);
+    if (o->global_batch && o->global_tokens) BAD("--global-batch and --global-tokens are two global batches: give one");
+    if (o->global_tokens) {
+        long long t;
+        char *end;
+        t = strtoll(o->global_tokens, &end, 10);
+        if (*end || t < 1) BAD("--global-tokens must be a positive integer (got '%s')", o->global_tokens);
+        if (t % o->seq_len) BAD("--global-tokens %lld is not a whole number of sequences of --seq-len %d", t, o->seq_len);
+        if (t / o->seq_len > 2147483647LL) BAD("--global-tokens %lld is more sequences than this engine supports", t);
+        S->global_batch = (int)(t / o->seq_len);
+    } else {
+        if (o->global_batch < 1) BAD("--global-batch must be >= 1 (got %d; or give --global-tokens)", o->global_batch);
+        S->global_batch = o->global_batch;
+    }
+    if (!o->dtype) o->dtype = o->gpu ? "bf16" : "fp32";
+    if (o->gpu && o->mem_budget) BAD("--mem-budget %s and --gpu %s are two budgets: give one", o->mem_budget, o->gpu);
+    if (o->mem_reserve && !o->gpu) BAD("--mem-reserve applies only with --gpu NAME");
+    if (!o->gpu && !strcmp(o->dtype, "bf16")) BAD("--dtype bf16 plans the CUDA engine: give --gpu NAME (the CPU engine is fp32)");
+    if (o->mem_budget) { snprintf(S->budget_text, sizeof S->budget_text, "%s", o->mem_budget); S->budget_from = "--mem-budget"; }
+    else if (o->gpu) S->budget_from = "--gpu";
+    else {
+        /* this host: its memory shared by the ranks a host holds */
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        int rph = o->gpus_per_host ? o->gpus_per_host : o->world;
+        if (pages <= 0 || psz <= 0) BAD("this host's memory is unknown: give --mem-budget SIZE");
+        snprintf(S->budget_text, sizeof S->budget_text, "%llu", (unsigned long long)pages * (unsigned long long)psz / (unsigned)rph);
+        S->budget_from = "this host's memory over the ranks of a host";
+    }
+    return 0;
+}
+
+/* the first cell's job: the model, the budget and every option checked once before the space */
+static int check_base(tune_space *S, char *err, size_t errlen) {
+    tune_cell c = {.mesh = {1, S->o.world, 1}, .dp = S->o.world, .B = 1, .sp = -1, .reduce_last = -1, .prefetch = 1};
+    /* --batch-size 1 and --global-batch G need dp | G; this check only resolves the options */
+    int save = S->global_batch;
+    S->global_batch = S->o.world;
+    int rc = cell_job(S, &c, &S->base, err, errlen);
+    S->global_batch = save;
+    if (rc) return rc;
+    S->budget = S->base.budget.budget;
+    if (!S->budget) BAD("no memory budget (give --gpu NAME or --mem-budget SIZE)");
+    char dir[4096];
+    int have = cost_machine_resolve(S->o.machine, S->o.gpu, catalog_exe_dir(dir, sizeof dir) ? NULL : dir, &S->machine,
+                                    &S->machine_from, err, errlen);
+    if (have < 0) return 2;
+    if (have == 0) BAD("no step-time model to rank the cells by: give --gpu NAME or --machine NAME|FILE, or run `make calibrate` "
+                       "for this host");
+    S->ranks_per_host = S->o.gpus_per_host ? S->o.gpus_per_host : cost_default_ranks_per_host(&S->machine, S->o.world);
+    return 0;
+}
+
+static void progress(const tune_space *S, const tune_mesh *m, double t0, int last) {
+    fprintf(stderr, "%stune: mesh %dx%d: %d cells, %d fit, %d priced, %.1f s%s", isatty(2) ? "\r" : "", m->r * m->s, m->t,
+            S->n, S->n_fit, S->n_priced, now_s() - t0, last || !isatty(2) ? "\n" : "   ");
+    fflush(stderr);
+}
+
+/* the smallest cell's need, for the line that says nothing fits */
+static void nothing_fits(const tune_space *S, char *err, size_t errlen) {
+    const tune_cell *best = NULL;
+    for (int i = 0; i < S->n; i++)
+        if (S->cells[i].status == TUNE_NO_FIT && (!best || S->cells[i].peak < best->peak)) best = &S->cells[i];
+    char need[32], have[32], lab[160];
+    mem_format(have, sizeof have, S->budget);
+    if (!best) { snprintf(err, errlen, "no cell of the space could be planned (%s)", S->refused); return; }
+    mem_format(need, sizeof need, best->peak);
+    tune_cell_label(best, lab, sizeof lab);
+    snprintf(err, errlen, "nothing fits the budget %s per rank: the smallest cell (%s) needs %s", have, lab, need);
+}
+
+int tune_space_build(tune_space *S, const tune_opts *o, int (*interrupted)(void), char *err, size_t errlen) {
+    memset(S, 0, sizeof *S);
+    S->o = *o;
+    int rc = check_opts(S, err, errlen);
+    if (!rc) rc = check_base(S, err, errlen);
+    if (rc) return rc;
+    double t0 = now_s();
+    engine_t P;
+    engine_init_plan(&P, S->base.dtype, 0);
+    tune_mesh ms[64];
+    int nm = tune_meshes(S->o.world, ms, 64), reach = 0;
+    size_t rw = 0;
+    for (int i = 0; i < nm; i++) {
+        char e[512];
+        int before = S->n;
+        rc = mesh_cells(S, &P, &ms[i], interrupted, e, sizeof e);
+        if (rc == 130 || rc < 0) {
+            engine_release(&P);
+            if (rc < 0) snprintf(err, errlen, "out of host memory for the cells");
+            S->interrupted = rc == 130;
+            return rc < 0 ? 1 : 130;
+        }
+        if (rc == 3 && rw < sizeof S->refused)
+            rw += (size_t)snprintf(S->refused + rw, sizeof S->refused - rw, "%s%dx%d: %s", rw ? "; " : "",
+                                   ms[i].r * ms[i].s, ms[i].t, e);
+        for (int k = before; k < S->n; k++) reach += S->cells[k].status != TUNE_UNREACHABLE;
+        progress(S, &ms[i], t0, i == nm - 1);
+    }
+    engine_release(&P);
+    S->elapsed_s = now_s() - t0;
+    if (!reach && !S->n_fit) {
+        snprintf(err, errlen, "no cell reaches --global-batch %d exactly on any mesh of world %d%s%s", S->global_batch, S->o.world,
+                 S->refused[0] ? " (refused: " : "", S->refused[0] ? "see the meshes' reasons)" : "");
+        if (S->refused[0] && !S->n) snprintf(err, errlen, "no mesh of world %d can hold the model: %s", S->o.world, S->refused);
+        return 2;
+    }
+    if (!S->n_fit) { nothing_fits(S, err, errlen); return 2; }
+    if (!S->n_priced) { snprintf(err, errlen, "the step-time model priced no fitting cell (machine %s)", S->machine.name); return 2; }
+    return 0;
+}
+#undef BAD
+
+void tune_space_free(tune_space *S) {
+    free(S->cells);
+    cost_machine_free(&S->machine);
+    memset(S, 0, sizeof *S);
+}
