@@ -29,6 +29,7 @@ const cli_opt tune_options[] = {
      "this host its memory over the ranks of a host)", 0, NULL, NULL},
     {"mem-reserve", CLI_STR, F(mem_reserve), "SIZE", "with --gpu: device memory kept out of the budget (default 1GiB)", 0, NULL, NULL},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 with --gpu, fp32 on this host)", 0, NULL, NULL},
+    {"jobs", CLI_INT, F(jobs), "N", "processes that plan and price the cells (default: the online cores, at most 8)", 0, NULL, NULL},
     {"top", CLI_INT, F(top), "N", "rows of the ranked table in report.md (default 20)", 0, NULL, NULL},
     {"out-dir", CLI_STR, F(out_dir), "DIR", "results root: the folder is DIR/<UTC timestamp>/ (default results/tune)", 0, NULL, NULL},
     {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
@@ -122,7 +123,7 @@ void tune_cell_label(const tune_cell *c, char *out, size_t cap) {
 }
 
 /* ------------------------------------------------------------------ the space */
-static int add_cell(tune_space *S, const tune_cell *c) {
+int tune_add_cell(tune_space *S, const tune_cell *c) {
     if (S->n == S->cap) {
         int cap = S->cap ? 2 * S->cap : 1024;
         tune_cell *p = realloc(S->cells, (size_t)cap * sizeof *p);
@@ -133,18 +134,11 @@ static int add_cell(tune_space *S, const tune_cell *c) {
     return 0;
 }
 
-/* job_parse + job_build of cell c's argv: what build/train --plan does first. 0 or 2 with err. */
-static int cell_job(const tune_space *S, const tune_cell *c, job_t *j, char *err, size_t errlen) {
+int tune_cell_job(const tune_space *S, const tune_cell *c, job_t *j, char *err, size_t errlen) {
     cell_argv a;
     cell_args(S, c, &a);
     if (job_parse(j, a.n, a.v, err, errlen)) return 2;
     return job_build(j, S->o.world, 0, err, errlen);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* the checkpointing values worth a cell: none, full, and every:K for the smallest K of each number of
@@ -194,11 +188,11 @@ static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, char 
     return 0;
 }
 
-/* plan and price one cell (its job built); 0, or 2 when job_build refuses it (err) */
-static int plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, size_t errlen) {
+int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, size_t errlen) {
     job_t j;
-    int rc = cell_job(S, c, &j, err, errlen);
+    int rc = tune_cell_job(S, c, &j, err, errlen);
     if (rc) return rc;
+    c->recompute_layers = recomputed(j.cfg.num_hidden_layers, c->ckpt);
     mem_stats worst;
     int wr;
     model_opts mo = j.mo;
@@ -216,11 +210,7 @@ static int plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, 
     return 0;
 }
 
-#define MAX_SETTINGS 4096
-typedef struct setting { int ckpt, sp, sp_local, reduce_last, prefetch; } setting;
-
-/* the settings of a mesh: checkpointing x sequence parallel x reduce mode x prefetch */
-static int mesh_settings(const tune_space *S, const tune_mesh *m, setting *out, int cap) {
+int tune_settings(const tune_space *S, const tune_mesh *m, tune_setting *out, int cap) {
     int ck[256], nck = ckpt_values(S->base.cfg.num_hidden_layers, ck, 256), n = 0;
     int sp[3][2] = {{-1, 0}}, nsp = 1;
     if (m->t > 1) {
@@ -231,61 +221,8 @@ static int mesh_settings(const tune_space *S, const tune_mesh *m, setting *out, 
         for (int b = 0; b < nsp; b++)
             for (int r = 0; r < 2; r++)
                 for (int p = 1; p >= 0; p--)
-                    if (n < cap) out[n++] = (setting){ck[a], sp[b][0], sp[b][1], r, p};
+                    if (n < cap) out[n++] = (tune_setting){ck[a], sp[b][0], sp[b][1], r, p};
     return n;
-}
-
-static int unreachable(tune_space *S, const tune_mesh *m, int B, const char *why) {
-    tune_cell c = {.mesh = *m, .dp = m->r * m->s, .B = B, .status = TUNE_UNREACHABLE, .sp = -1, .reduce_last = -1, .prefetch = 1};
-    snprintf(c.why, sizeof c.why, "%s", why);
-    return add_cell(S, &c);
-}
-
-/* every micro-batch of mesh m, from 1 up to the first that fits in none of the settings */
-static int mesh_cells(tune_space *S, const engine_t *P, const tune_mesh *m, int (*interrupted)(void), char *err, size_t errlen) {
-    int dp = m->r * m->s, G = S->global_batch;
-    char why[160];
-    if (G % dp) {
-        snprintf(why, sizeof why, "--global-batch %d is not a multiple of dp %d", G, dp);
-        return unreachable(S, m, 0, why);
-    }
-    static setting st[MAX_SETTINGS];
-    static unsigned char alive[MAX_SETTINGS];
-    int ns = mesh_settings(S, m, st, MAX_SETTINGS), left = ns, per = G / dp;
-    memset(alive, 1, (size_t)ns);
-    for (int B = 1; B <= per && left > 0; B++) {
-        if (per % B) {
-            snprintf(why, sizeof why, "%d sequences per DP rank are not a whole number of micro-batches of %d", per, B);
-            if (unreachable(S, m, B, why)) return -1;
-            continue;
-        }
-        int N = per / B;
-        if (N > PLAN_MAX_GRAD_ACCUM) {
-            snprintf(why, sizeof why, "%d micro-batches per step: more than this engine supports (%d)", N, PLAN_MAX_GRAD_ACCUM);
-            if (unreachable(S, m, B, why)) return -1;
-            continue;
-        }
-        for (int k = 0; k < ns; k++) {
-            if (!alive[k]) continue;
-            if (N == 1 && st[k].reduce_last) continue; /* nothing is accumulated: one reduce mode */
-            if (interrupted && interrupted()) return 130;
-            tune_cell c = {.mesh = *m, .dp = dp, .B = B, .N = N, .ckpt = st[k].ckpt, .sp = st[k].sp,
-                           .sp_local = st[k].sp_local, .reduce_last = N > 1 ? st[k].reduce_last : -1,
-                           .prefetch = st[k].prefetch};
-            c.recompute_layers = recomputed(S->base.cfg.num_hidden_layers, c.ckpt);
-            int rc = plan_cell(S, P, &c, err, errlen);
-            if (rc == 2 && B == 1 && k == 0) return 3; /* the mesh itself is refused: err says why */
-            if (rc == 2) { alive[k] = 0, left--; continue; } /* e.g. B x T beyond the engine's tokens */
-            if (c.status != TUNE_FITS) {
-                alive[k] = 0, left--;
-                if (N == 1 && k + 2 < ns && st[k + 2].reduce_last) { /* its twin of the other reduce mode */
-                    alive[k + 2] = 0, left--;
-                }
-            }
-            if (add_cell(S, &c)) return -1;
-        }
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ the options, the budget, the machine */
@@ -299,6 +236,7 @@ static int check_opts(tune_space *S, char *err, size_t errlen) {
     if (o->gpus_per_host && o->world % o->gpus_per_host)
         BAD("--gpus-per-host %d does not divide --world %d (every host holds the same number of ranks)", o->gpus_per_host, o->world);
     if (o->seq_len < 1) BAD("--seq-len must be >= 1 (got %d)", o->seq_len);
+    if (o->jobs < 0 || o->jobs > 64) BAD("--jobs must be in 1..64 (got %d)", o->jobs);
     if (o->top < 1) BAD("--top must be >= 1 (got %d)", o->top);
     if (o->global_batch && o->global_tokens) BAD("--global-batch and --global-tokens are two global batches: give one");
     if (o->global_tokens) {
@@ -331,12 +269,20 @@ static int check_opts(tune_space *S, char *err, size_t errlen) {
 }
 
 /* the first cell's job: the model, the budget and every option checked once before the space */
+static int check_base(tune_space *S, char *err, size_t errlen);
+int tune_space_check(tune_space *S, const tune_opts *o, char *err, size_t errlen) {
+    memset(S, 0, sizeof *S);
+    S->o = *o;
+    int rc = check_opts(S, err, errlen);
+    return rc ? rc : check_base(S, err, errlen);
+}
+
 static int check_base(tune_space *S, char *err, size_t errlen) {
     tune_cell c = {.mesh = {1, S->o.world, 1}, .dp = S->o.world, .B = 1, .sp = -1, .reduce_last = -1, .prefetch = 1};
     /* --batch-size 1 and --global-batch G need dp | G; this check only resolves the options */
     int save = S->global_batch;
     S->global_batch = S->o.world;
-    int rc = cell_job(S, &c, &S->base, err, errlen);
+    int rc = tune_cell_job(S, &c, &S->base, err, errlen);
     S->global_batch = save;
     if (rc) return rc;
     S->budget = S->base.budget.budget;
@@ -351,65 +297,6 @@ static int check_base(tune_space *S, char *err, size_t errlen) {
     return 0;
 }
 
-static void progress(const tune_space *S, const tune_mesh *m, double t0, int last) {
-    fprintf(stderr, "%stune: mesh %dx%d: %d cells, %d fit, %d priced, %.1f s%s", isatty(2) ? "\r" : "", m->r * m->s, m->t,
-            S->n, S->n_fit, S->n_priced, now_s() - t0, last || !isatty(2) ? "\n" : "   ");
-    fflush(stderr);
-}
-
-/* the smallest cell's need, for the line that says nothing fits */
-static void nothing_fits(const tune_space *S, char *err, size_t errlen) {
-    const tune_cell *best = NULL;
-    for (int i = 0; i < S->n; i++)
-        if (S->cells[i].status == TUNE_NO_FIT && (!best || S->cells[i].peak < best->peak)) best = &S->cells[i];
-    char need[32], have[32], lab[160];
-    mem_format(have, sizeof have, S->budget);
-    if (!best) { snprintf(err, errlen, "no cell of the space could be planned (%s)", S->refused); return; }
-    mem_format(need, sizeof need, best->peak);
-    tune_cell_label(best, lab, sizeof lab);
-    snprintf(err, errlen, "nothing fits the budget %s per rank: the smallest cell (%s) needs %s", have, lab, need);
-}
-
-int tune_space_build(tune_space *S, const tune_opts *o, int (*interrupted)(void), char *err, size_t errlen) {
-    memset(S, 0, sizeof *S);
-    S->o = *o;
-    int rc = check_opts(S, err, errlen);
-    if (!rc) rc = check_base(S, err, errlen);
-    if (rc) return rc;
-    double t0 = now_s();
-    engine_t P;
-    engine_init_plan(&P, S->base.dtype, 0);
-    tune_mesh ms[64];
-    int nm = tune_meshes(S->o.world, ms, 64), reach = 0;
-    size_t rw = 0;
-    for (int i = 0; i < nm; i++) {
-        char e[512];
-        int before = S->n;
-        rc = mesh_cells(S, &P, &ms[i], interrupted, e, sizeof e);
-        if (rc == 130 || rc < 0) {
-            engine_release(&P);
-            if (rc < 0) snprintf(err, errlen, "out of host memory for the cells");
-            S->interrupted = rc == 130;
-            return rc < 0 ? 1 : 130;
-        }
-        if (rc == 3 && rw < sizeof S->refused)
-            rw += (size_t)snprintf(S->refused + rw, sizeof S->refused - rw, "%s%dx%d: %s", rw ? "; " : "",
-                                   ms[i].r * ms[i].s, ms[i].t, e);
-        for (int k = before; k < S->n; k++) reach += S->cells[k].status != TUNE_UNREACHABLE;
-        progress(S, &ms[i], t0, i == nm - 1);
-    }
-    engine_release(&P);
-    S->elapsed_s = now_s() - t0;
-    if (!reach && !S->n_fit) {
-        snprintf(err, errlen, "no cell reaches --global-batch %d exactly on any mesh of world %d%s%s", S->global_batch, S->o.world,
-                 S->refused[0] ? " (refused: " : "", S->refused[0] ? "see the meshes' reasons)" : "");
-        if (S->refused[0] && !S->n) snprintf(err, errlen, "no mesh of world %d can hold the model: %s", S->o.world, S->refused);
-        return 2;
-    }
-    if (!S->n_fit) { nothing_fits(S, err, errlen); return 2; }
-    if (!S->n_priced) { snprintf(err, errlen, "the step-time model priced no fitting cell (machine %s)", S->machine.name); return 2; }
-    return 0;
-}
 #undef BAD
 
 void tune_space_free(tune_space *S) {

@@ -12,13 +12,14 @@
 
 #include "core/common/cli.h"
 #include "core/cost/predict.h"
+#include "core/engine/engine.h"
 #include "core/engine/mem_categories.h"
 #include "core/job/job.h"
 
 /* build/tune's options (the table is tune_options) */
 typedef struct tune_opts {
     const char *model, *gpu, *machine, *mem_budget, *mem_reserve, *dtype, *out_dir, *global_tokens;
-    int world, gpus_per_host, seq_len, global_batch, top, help;
+    int world, gpus_per_host, seq_len, global_batch, top, jobs, help;
 } tune_opts;
 extern const cli_opt tune_options[];
 extern const int tune_noptions;
@@ -46,6 +47,7 @@ typedef struct tune_cell {
     uint64_t peak, by_cat[MEM_NCAT];
     double step_ms, tok_s, tok_s_per_gpu, mfu, mfu_causal, comm_ms, exposed_comm_ms, compute_ms;
     int priced;               /* the step-time model priced it */
+    int mesh_i, setting_i;    /* where the enumeration made it: mesh, then micro-batch, then setting */
     int rank;                 /* 1-based rank among the fitting, priced cells; 0 for others */
 } tune_cell;
 
@@ -62,10 +64,25 @@ typedef struct tune_space {
     tune_cell *cells;
     int n, cap;
     int n_fit, n_priced;
+    int jobs;                 /* processes that plan and price (--jobs) */
     char refused[1024];       /* meshes refused as a whole, "8x... : reason; ..." */
     double elapsed_s;
     int interrupted;
 } tune_space;
+
+/* ---- the pieces (core/tune/search.c puts them together) */
+/* A mesh's setting: checkpointing, sequence parallel, reduce mode, prefetch */
+typedef struct tune_setting { int ckpt, sp, sp_local, reduce_last, prefetch; } tune_setting;
+/* the settings of mesh m, at most cap; returns how many */
+int tune_settings(const tune_space *S, const tune_mesh *m, tune_setting *out, int cap);
+/* the options checked, the model, the budget and the machine resolved (S zeroed first): 0 or 2 with err */
+int tune_space_check(tune_space *S, const tune_opts *o, char *err, size_t errlen);
+/* job_parse + job_build of cell c's argv, what build/train --plan does first: 0 or 2 with err */
+int tune_cell_job(const tune_space *S, const tune_cell *c, job_t *j, char *err, size_t errlen);
+/* plan and price cell c (mesh, B, N and setting set): 0, or 2 when job_build refuses it (err) */
+int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, size_t errlen);
+/* append a cell: 0, or -1 out of memory */
+int tune_add_cell(tune_space *S, const tune_cell *c);
 
 /* Check the options, resolve the model, budget and machine, then enumerate, plan and price every cell
  * (a progress line on stderr). 0; 2 with one line in err on bad input (nothing fits, no reachable cell,
