@@ -137,7 +137,6 @@ static int work(search *X, int w, int jobs, int (*interrupted)(void), double t0)
         done++;
         if (w == 0 && now_s() - shown > (isatty(2) ? 0.5 : 5.0)) { progress(X->S, done, mine, jobs, t0, 0); shown = now_s(); }
     }
-    if (w == 0 && !rc) progress(X->S, done, mine, jobs, t0, 1);
     engine_release(&P);
     return rc;
 }
@@ -269,5 +268,7 @@ int tune_space_build(tune_space *S, const tune_opts *o, int (*interrupted)(void)
         return 2;
     }
     if (!S->n_priced) { snprintf(err, errlen, "the step-time model priced no fitting cell (machine %s)", S->machine.name); return 2; }
+    fprintf(stderr, "%stune: %d cells (%d fit, %d priced) in %.1f s by %d process%s\n", isatty(2) ? "\r" : "", S->n, S->n_fit,
+            S->n_priced, S->elapsed_s, jobs, jobs > 1 ? "es" : "");
     return 0;
 }
