@@ -200,7 +200,7 @@ static const char by_mesh_gp[] =
     "set title 'best predicted tok/s of each mesh (dp x tp)'\nset xlabel 'mesh'\nset ylabel 'predicted tok/s'\n"
     "set style fill solid 0.7\nset boxwidth 0.6\nset grid ytics\nset yrange [0:*]\nset xtics rotate by -20\n"
     "plot 'by_mesh.dat' using 0:2:xtic(1) with boxes lc rgb '#2e86c1' notitle, \\\n"
-    "     '' using 0:2:3 with labels rotate left offset 0,0.5 font ',8' notitle\n";
+    "     '' using 0:(0):3 with labels rotate by 90 left offset 0,0.7 font ',9' notitle\n";
 
 static int draw(const char *dir, const char *name, const char *script, char *err, size_t errlen) {
     char gp[4200], tmp[4200], fin[4200], log[4200];
@@ -209,7 +209,8 @@ static int draw(const char *dir, const char *name, const char *script, char *err
     snprintf(fin, sizeof fin, "%.4000s/%.20s.png", dir, name);
     snprintf(log, sizeof log, "%.4000s/gnuplot.log", dir);
     if (files_write_atomic(gp, script, strlen(script))) { snprintf(err, errlen, "cannot write %.400s", gp); return 1; }
-    char g[] = "gnuplot", *argv[] = {g, gp, NULL};
+    char g[] = "gnuplot", base[32], *argv[] = {g, base, NULL};   /* gnuplot runs in dir */
+    snprintf(base, sizeof base, "%.20s.gp", name);
     sweep_launch_opts o = {.argv = argv, .log_path = log, .append = 1, .cwd = dir, .timeout_s = 120};
     sweep_launch_result r;
     int rc = sweep_launch(&o, &r);
