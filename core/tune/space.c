@@ -30,6 +30,8 @@ const cli_opt tune_options[] = {
     {"mem-reserve", CLI_STR, F(mem_reserve), "SIZE", "with --gpu: device memory kept out of the budget (default 1GiB)", 0, NULL, NULL},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 with --gpu, fp32 on this host)", 0, NULL, NULL},
     {"jobs", CLI_INT, F(jobs), "N", "processes that plan and price the cells (default: the online cores, at most 8)", 0, NULL, NULL},
+    {"full-replay", CLI_ON, F(full_replay), NULL, "replay every micro-batch of every cell (slower: what extending a step "
+     "from 2 and 3 micro-batches is measured against)", 0, NULL, NULL},
     {"top", CLI_INT, F(top), "N", "rows of the ranked table in report.md (default 20)", 0, NULL, NULL},
     {"out-dir", CLI_STR, F(out_dir), "DIR", "results root: the folder is DIR/<UTC timestamp>/ (default results/tune)", 0, NULL, NULL},
     {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
@@ -171,7 +173,7 @@ static int price(const tune_space *S, const job_t *j, int tp, int N, cost_predic
 /* the prediction of cell c: replayed, or extended from 2 and 3 micro-batches */
 static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, char *err, size_t errlen) {
     cost_prediction p, p2;
-    int N = c->N, big = N > TUNE_REPLAY_MICRO;
+    int N = c->N, big = N > TUNE_REPLAY_MICRO && !S->o.full_replay;
     if (price(S, j, c->mesh.t, big ? TUNE_REPLAY_MICRO : N, &p, err, errlen)) return -1;
     double k = 0, step = p.r.step_ms, comm = p.r.comm_ms, exposed = p.r.exposed_comm_ms, comp = p.r.compute_ms;
     if (big) {
@@ -196,7 +198,7 @@ int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, si
     mem_stats worst;
     int wr;
     model_opts mo = j.mo;
-    if (mo.grad_accum > TUNE_REPLAY_MICRO) mo.grad_accum = TUNE_REPLAY_MICRO;
+    if (mo.grad_accum > TUNE_REPLAY_MICRO && !S->o.full_replay) mo.grad_accum = TUNE_REPLAY_MICRO;
     if (plan_world_ranks(P, &j.cfg, S->o.world, c->mesh.t, &mo, S->budget, NULL, &worst, &wr, err, errlen)) return 2;
     c->peak = worst.total_peak;
     memcpy(c->by_cat, worst.peak, sizeof c->by_cat);

@@ -19,7 +19,7 @@
 /* build/tune's options (the table is tune_options) */
 typedef struct tune_opts {
     const char *model, *gpu, *machine, *mem_budget, *mem_reserve, *dtype, *out_dir, *global_tokens;
-    int world, gpus_per_host, seq_len, global_batch, top, jobs, help;
+    int world, gpus_per_host, seq_len, global_batch, top, jobs, full_replay, help;
 } tune_opts;
 extern const cli_opt tune_options[];
 extern const int tune_noptions;
