@@ -174,15 +174,15 @@ static int write_chart_data(const tune_space *S, const int *order, const char *d
     snprintf(p, sizeof p, "%.4000s/by_mesh.dat", dir);
     if (!(f = fopen(p, "w"))) return -1;
     fprintf(f, "# mesh predicted_tok_s best_cell\n");
-    tune_mesh ms[64];
-    int nm = tune_meshes(S->o.world, ms, 64);
+    tune_mesh ms[TUNE_MAX_MESHES];
+    int nm = tune_meshes(S->o.world, ms, TUNE_MAX_MESHES);
     for (int m = 0; m < nm; m++) {
         const tune_cell *b = NULL;
         for (int i = 0; i < S->n_priced && !b; i++)
             if (S->cells[order[i]].mesh.t == ms[m].t && S->cells[order[i]].mesh.r == ms[m].r) b = &S->cells[order[i]];
         char lab[160];
         if (b) tune_cell_label(b, lab, sizeof lab);
-        fprintf(f, "\"%dx%d\" %.2f \"%s\"\n", ms[m].r * ms[m].s, ms[m].t, b ? b->tok_s : 0.0, b ? lab : "nothing fits");
+        fprintf(f, "\"%dx%d\" %.2f \"%s\"\n", ms[m].r * ms[m].s, ms[m].t, b ? b->tok_s : 0.0, b ? lab : "no fitting cell");
     }
     return fclose(f) ? -1 : 0;
 }
@@ -293,8 +293,8 @@ static int write_md(const tune_space *S, const int *order, const char *path, int
     fprintf(f, "## The %d best cells\n\n%s", top, table_head);
     for (int i = 0; i < top; i++) table_row(f, S, &S->cells[order[i]]);
     fprintf(f, "\n## The best cell of each mesh\n\n%s", table_head);
-    tune_mesh ms[64];
-    int nm = tune_meshes(o->world, ms, 64);
+    tune_mesh ms[TUNE_MAX_MESHES];
+    int nm = tune_meshes(o->world, ms, TUNE_MAX_MESHES);
     for (int m = 0; m < nm; m++)
         for (int i = 0; i < S->n_priced; i++)
             if (S->cells[order[i]].mesh.t == ms[m].t && S->cells[order[i]].mesh.r == ms[m].r) { table_row(f, S, &S->cells[order[i]]); break; }

@@ -16,7 +16,7 @@
 
 #include "core/engine/plan.h"
 
-enum { MAX_MESHES = 64, MAX_SETTINGS = 4096, MAX_JOBS = 64 };
+enum { MAX_MESHES = TUNE_MAX_MESHES, MAX_SETTINGS = 4096, MAX_JOBS = 64 };
 
 typedef struct task { int mesh, setting; } task;
 

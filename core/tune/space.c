@@ -13,31 +13,6 @@
 #include "core/engine/plan.h"
 #include "core/job/catalog.h"
 
-#define F(x) offsetof(tune_opts, x)
-const cli_opt tune_options[] = {
-    {"model", CLI_STR, F(model), "NAME|PATH", "a preset or an HF config.json (as build/train)", 0, NULL, NULL},
-    {"gpu", CLI_STR, F(gpu), "NAME", "plan every cell for this device (its budget and its step-time model; bf16, "
-     "the CUDA backend's kernels)", 0, NULL, NULL},
-    {"machine", CLI_STR, F(machine), "NAME|FILE", "step-time model (default: the --gpu's, else this host's `make "
-     "calibrate` file)", 0, NULL, NULL},
-    {"world", CLI_INT, F(world), "W", "ranks (GPUs) of the cluster", 0, NULL, NULL},
-    {"gpus-per-host", CLI_INT, F(gpus_per_host), "N", "ranks per host (default: the machine's)", 0, NULL, NULL},
-    {"seq-len", CLI_INT, F(seq_len), "T", "sequence length", 0, NULL, NULL},
-    {"global-batch", CLI_INT, F(global_batch), "G", "sequences per optimizer step, reached exactly by every cell", 0, NULL, NULL},
-    {"global-tokens", CLI_STR, F(global_tokens), "N", "tokens per optimizer step instead (a multiple of --seq-len)", 0, NULL, NULL},
-    {"mem-budget", CLI_STR, F(mem_budget), "SIZE", "per-rank budget (default: --gpu's, as build/train --plan --gpu; on "
-     "this host its memory over the ranks of a host)", 0, NULL, NULL},
-    {"mem-reserve", CLI_STR, F(mem_reserve), "SIZE", "with --gpu: device memory kept out of the budget (default 1GiB)", 0, NULL, NULL},
-    {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 with --gpu, fp32 on this host)", 0, NULL, NULL},
-    {"jobs", CLI_INT, F(jobs), "N", "processes that plan and price the cells (default: the online cores, at most 8)", 0, NULL, NULL},
-    {"full-replay", CLI_ON, F(full_replay), NULL, "replay every micro-batch of every cell (slower: what extending a step "
-     "from 2 and 3 micro-batches is measured against)", 0, NULL, NULL},
-    {"top", CLI_INT, F(top), "N", "rows of the ranked table in report.md (default 20)", 0, NULL, NULL},
-    {"out-dir", CLI_STR, F(out_dir), "DIR", "results root: the folder is DIR/<UTC timestamp>/ (default results/tune)", 0, NULL, NULL},
-    {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
-};
-#undef F
-const int tune_noptions = (int)(sizeof tune_options / sizeof tune_options[0]);
 
 const char *const tune_status_names[3] = {"fits", "no_fit", "unreachable"};
 

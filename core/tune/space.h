@@ -16,19 +16,19 @@
 #include "core/engine/mem_categories.h"
 #include "core/job/job.h"
 
-/* build/tune's options (the table is tune_options) */
+/* build/tune's options (their table and --help: bench/tune.c) */
 typedef struct tune_opts {
     const char *model, *gpu, *machine, *mem_budget, *mem_reserve, *dtype, *out_dir, *global_tokens;
     int world, gpus_per_host, seq_len, global_batch, top, jobs, full_replay, help;
 } tune_opts;
-extern const cli_opt tune_options[];
-extern const int tune_noptions;
 void tune_opts_init(tune_opts *o);
 
 /* A mesh of the world: replicate x shard x tp (replicate is 1 until HSDP: tune_meshes is the one
  * place that lists them) */
 typedef struct tune_mesh { int r, s, t; } tune_mesh;
-/* the meshes of a world of `world` ranks, at most cap, in order of tp; returns how many */
+/* the meshes of a world of `world` ranks, at most cap, in order of tp; returns how many (a world of at most
+ * 65536 ranks has at most 120 divisors) */
+#define TUNE_MAX_MESHES 128
 int tune_meshes(int world, tune_mesh *out, int cap);
 
 typedef enum { TUNE_FITS, TUNE_NO_FIT, TUNE_UNREACHABLE } tune_status;
