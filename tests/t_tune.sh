@@ -141,3 +141,32 @@ alive=""
 for k in $kids; do kill -0 "$k" 2>/dev/null && alive="$alive $k"; done
 if [ "$rc" -eq 130 ] && [ -z "$left" ] && [ -z "$alive" ] && grep -q 'interrupted' "$T/int.err"; then ok tune_sigint_leaves_nothing
 else fail tune_sigint_leaves_nothing "exit $rc, left in the results folder: '$left', workers alive: '$alive'"; fi
+
+# ---- --measure: the chosen cells run with the real engine, interleaved; the ranking checked
+DATA="$BUILD/data/kjv/train.bin"
+if [ -s "$DATA" ]; then
+  must tune_measure_run "$TU" --model tiny --machine h100-80gb --mem-budget 1GiB --world 2 --seq-len 32 --global-batch 4 \
+    --measure 1 --measure-reps 2 --measure-steps 3 --data "$DATA" --out-dir "$T/m" > "$T/m.out" 2> "$T/m.err"
+  /usr/bin/python3 - "$T" <<'PY'
+import json, os, sys
+T = sys.argv[1]
+d = open(f"{T}/m.out").read().strip()
+j = json.load(open(os.path.join(d, "measure.json")))
+cells = json.load(open(os.path.join(d, "cells.json")))
+nfit = cells["counts"]["priced"]
+c = j["cells"]
+good = (len(c) == 2 and c[0]["predicted_rank"] == 1 and c[1]["predicted_rank"] == 1 + (nfit - 1) // 2
+        and all(x["launches_ok"] == 2 and len(x["measured_step_ms"]) == 2 and x["measured_step_ms_median"] > 0 for x in c)
+        and j["cells_measured"] == 2 and abs(j["kendall_tau"]) == 1.0 and len(os.listdir(os.path.join(d, "measure"))) == 8)
+print(("ok " if good else "FAIL ") + "tune_measure_cells" + ("" if good else f": {json.dumps(j)[:400]} (of {nfit})"))
+md = open(os.path.join(d, "report.md")).read()
+print(("ok " if "## Measured on this host" in md and "Kendall's tau" in md else "FAIL ") + "tune_measure_report"
+      + ("" if "## Measured" in md else ": no measured section"))
+PY
+else
+  fail tune_measure_run "$DATA missing (run make data)"
+fi
+expect_exit tune_measure_bad_gpu 2 'not with --gpu' -- "$TU" --model tiny --world 4 --global-batch 8 --measure 2 "${C[@]}"
+expect_exit tune_measure_bad_data 2 'cannot read' -- "$TU" --model tiny --machine h100-80gb --mem-budget 1GiB --world 2 \
+  --seq-len 32 --global-batch 4 --measure 1 --data "$T/none.bin" --out-dir "$T/mbad"
+check tune_measure_bad_left_nothing test -z "$(ls -A "$T/mbad" 2>/dev/null)"

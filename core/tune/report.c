@@ -306,16 +306,62 @@ static int write_md(const tune_space *S, const int *order, const char *path, int
     return fclose(f) ? -1 : 0;
 }
 
+/* ------------------------------------------------------------------ --measure */
+static json_t *measure_json(const tune_space *S, const tune_measure *M) {
+    json_t *cells = json_array();
+    for (int i = 0; i < M->n; i++) {
+        const tune_measured *m = &M->m[i];
+        const tune_cell *c = &S->cells[m->cell];
+        json_t *ms = json_array();
+        for (int r = 0; r < m->n_ok; r++) json_array_append_new(ms, json_real(m->ms[r]));
+        char args[1024];
+        tune_cell_args(S, c, args, sizeof args);
+        json_array_append_new(cells, json_pack("{s:i, s:s, s:f, s:o, s:o, s:o, s:o, s:i, s:s}", "predicted_rank", c->rank,
+                                               "train_plan_args", args, "predicted_step_ms", c->step_ms,
+                                               "measured_step_ms_median", m->n_ok ? json_real(m->median) : json_null(),
+                                               "measured_step_ms_min", m->n_ok ? json_real(m->lo) : json_null(),
+                                               "measured_step_ms_max", m->n_ok ? json_real(m->hi) : json_null(),
+                                               "measured_step_ms", ms, "launches_ok", m->n_ok, "last_failure", m->failed));
+    }
+    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:b, s:o}", "schema", "meshsweep.tune-measure/1", "reps", M->reps, "steps",
+                     M->steps, "cells_measured", M->n_used, "kendall_tau", M->tau, "winner_error", M->winner_err,
+                     "winner_within_spread", M->winner_within, "cells", cells);
+}
+
+static int append_measure(const tune_space *S, const tune_measure *M, const char *path) {
+    FILE *f = fopen(path, "a");
+    if (!f) return -1;
+    fprintf(f, "\n## Measured on this host (--measure)\n\nThe top %d cells and %d more spread through the ranking, each launched %d "
+               "times (the cells interleaved in each round), %d steps, the median step of each launch (2 left out); the "
+               "median of the launches and their spread (min .. max). Kendall's tau between the predicted and the measured "
+               "order over %d cells: **%.3f**. The predicted winner measured %+.1f%% against the measured best: %s.\n\n",
+            M->n > 1 ? (M->n + 1) / 2 : M->n, M->n / 2, M->reps, M->steps, M->n_used, M->tau, 100 * M->winner_err,
+            M->winner_within ? "it is the best or within the best's spread" : "outside the best's spread");
+    fprintf(f, "| predicted rank | cell | predicted step ms | measured median ms | spread ms | launches ok |\n"
+               "|---:|---|---:|---:|---|---:|\n");
+    for (int i = 0; i < M->n; i++) {
+        const tune_measured *m = &M->m[i];
+        char lab[160];
+        tune_cell_label(&S->cells[m->cell], lab, sizeof lab);
+        if (m->n_ok) fprintf(f, "| %d | %s | %.1f | %.1f | %.1f .. %.1f | %d of %d |\n", S->cells[m->cell].rank, lab,
+                             S->cells[m->cell].step_ms, m->median, m->lo, m->hi, m->n_ok, M->reps);
+        else fprintf(f, "| %d | %s | %.1f | failed: %s | | 0 of %d |\n", S->cells[m->cell].rank, lab, S->cells[m->cell].step_ms,
+                     m->failed, M->reps);
+    }
+    return fclose(f) ? -1 : 0;
+}
+
 /* ------------------------------------------------------------------ the folder */
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st, (void)flag, (void)ftw;
     return remove(p);
 }
-static void rm_tree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+void tune_rm_tree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
-#define FAIL(rc, ...) do { snprintf(err, errlen, __VA_ARGS__); rm_tree(tmp); return rc; } while (0)
+#define FAIL(rc, ...) do { snprintf(err, errlen, __VA_ARGS__); tune_rm_tree(tmp); return rc; } while (0)
 
-int tune_write(const tune_space *S, const int *order, int (*interrupted)(void), char *dir, size_t cap, char *err, size_t errlen) {
+int tune_write(const tune_space *S, const int *order, const tune_measure *M, const char *measure_dir, int (*interrupted)(void),
+               char *dir, size_t cap, char *err, size_t errlen) {
     char stamp[32], tmp[4200], p[4300];
     sweep_utc_now(stamp, sizeof stamp, NULL, 0);
     if (sweep_mkdirs(S->o.out_dir, 0755)) { snprintf(err, errlen, "cannot create %s: %s", S->o.out_dir, strerror(errno)); return 1; }
@@ -337,7 +383,16 @@ int tune_write(const tune_space *S, const int *order, int (*interrupted)(void), 
         if (d) { charts = 0; fprintf(stderr, "tune: %s\n", e); }
     }
     snprintf(p, sizeof p, "%s/report.md", tmp);
-    if (write_md(S, order, p, charts)) FAIL(1, "cannot write %s", p);
+    if (write_md(S, order, p, charts) || (M && append_measure(S, M, p))) FAIL(1, "cannot write %s", p);
+    if (M) {
+        snprintf(p, sizeof p, "%s/measure.json", tmp);
+        json_t *mj = measure_json(S, M);
+        int bad = json_dump_file(mj, p, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+        json_decref(mj);
+        if (bad) FAIL(1, "cannot write %s", p);
+        snprintf(p, sizeof p, "%s/measure", tmp);
+        if (measure_dir && rename(measure_dir, p)) FAIL(1, "cannot move %s into %s: %s", measure_dir, tmp, strerror(errno));
+    }
     if (interrupted && interrupted()) FAIL(130, "interrupted");
     snprintf(dir, cap, "%s/%s", S->o.out_dir, stamp);
     for (int k = 2; access(dir, F_OK) == 0 && k < 100; k++) snprintf(dir, cap, "%s/%s-%d", S->o.out_dir, stamp, k);

@@ -18,7 +18,8 @@ const char *const tune_status_names[3] = {"fits", "no_fit", "unreachable"};
 
 void tune_opts_init(tune_opts *o) {
     memset(o, 0, sizeof *o);
-    *o = (tune_opts){.model = "small", .world = 8, .seq_len = 128, .top = 20, .out_dir = "results/tune"};
+    *o = (tune_opts){.model = "small", .world = 8, .seq_len = 128, .top = 20, .out_dir = "results/tune", .measure_reps = 3,
+                     .measure_steps = 6};
 }
 
 /* ------------------------------------------------------------------ the meshes */

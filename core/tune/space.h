@@ -20,6 +20,8 @@
 typedef struct tune_opts {
     const char *model, *gpu, *machine, *mem_budget, *mem_reserve, *dtype, *out_dir, *global_tokens;
     int world, gpus_per_host, seq_len, global_batch, top, jobs, full_replay, help;
+    int measure, measure_reps, measure_steps;   /* --measure K (0: none) */
+    const char *data;                           /* --data: the tokens of the measured runs */
 } tune_opts;
 void tune_opts_init(tune_opts *o);
 
