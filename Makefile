@@ -56,7 +56,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan calibrate clean fuzz lint lint-tools gpu-kit cuda-tools
+.PHONY: all deps data test test-gpu sweep plan calibrate tune clean fuzz lint lint-tools gpu-kit cuda-tools
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -138,6 +138,15 @@ calibrate: deps
 plan: deps
 	$(MAKE) -j$(NPROC) all
 	$(BUILD)/sweep $(SWEEP) --plan-only
+
+# `make tune`: build/tune on this host (docs/tune.md): every mesh x micro-batch x accumulation x checkpointing x SP x
+# reduce x prefetch of TUNE_ARGS planned and priced, into results/tune/<UTC timestamp>/. The step-time model is this
+# host's machine file: `make calibrate` runs first when there is none (about a minute, once).
+TUNE_ARGS ?= --model small --world 8 --seq-len 256 --global-batch 64
+tune: deps
+	$(MAKE) -j$(NPROC) all
+	@[ -f "$(BUILD)/machines/$$(hostname)-$$(getconf _NPROCESSORS_ONLN)c.json" ] || $(MAKE) calibrate
+	$(BUILD)/tune $(TUNE_ARGS)
 
 # ---- fuzzing and static analysis (docs/bad-input.md, docs/testing.md) ------------------------------------------------
 # Install one tool's Debian package when it is missing (root), else say what to run.

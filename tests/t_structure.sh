@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_structure.sh — the layout of the code, checked from its own includes and literals:
 # - floors: a file of core/ or kernels/ includes only its own folder or a lower floor, in the order
-#   common < kernels < formats < engine < job < cost < run < sweep (bench/ is above them all);
+#   common < kernels < formats < engine < job < cost < run < sweep < tune (bench/ is above them all);
 # - no include loop: no header reaches itself through the headers it includes;
 # - each enumeration a newcomer extends exists once: the model presets and the GPU names (the lists
 #   build/train --help prints) are string literals of core/job/catalog.c only; build/train's options
@@ -20,7 +20,7 @@ import glob, os, re, sys
 help_text = open(sys.argv[1]).read()
 def ok(n): print(f"ok   {n}")
 def fail(n, why): print(f"FAIL {n}: {why}")
-FLOORS = ["core/common", "kernels", "core/formats", "core/engine", "core/job", "core/cost", "core/run", "core/sweep"]
+FLOORS = ["core/common", "kernels", "core/formats", "core/engine", "core/job", "core/cost", "core/run", "core/sweep", "core/tune"]
 def floor(path):
     for i, f in enumerate(FLOORS):
         if path.startswith(f + "/"): return i, f
