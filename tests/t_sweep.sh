@@ -160,6 +160,14 @@ else
      && [ "$(grep -c 'skipped: resumed' "$T/hand.err")" -eq 2 ]; then ok sweep_handwritten_record_not_trusted
   else fail sweep_handwritten_record_not_trusted "rc $rc: $(grep 4x1 "$T/hand.err" | head -2)"; fi
 
+  # a record copied in from a run with another --grad-accum (same mesh, batch and steps) is run again
+  "$PY" -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["grad_accum"]=2; d["global_batch"]*=2; d["config"]["grad_accum"]=2; json.dump(d, open(p, "w"))' "$D/runs/4x1.json"
+  "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > /dev/null 2> "$T/accum.err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q '4x1  run: runs/4x1.json is not a record of this launch (the record is of 2 micro-batches per step' "$T/accum.err" \
+     && json_ok "$D/runs/4x1.json" 'd["status"]=="ok" and d["grad_accum"]==1 and d["global_batch"]==d["mesh"]["dp"]*d["batch_size"]' \
+     && [ "$(grep -c 'skipped: resumed' "$T/accum.err")" -eq 2 ]; then ok sweep_resume_other_grad_accum_rerun
+  else fail sweep_resume_other_grad_accum_rerun "rc $rc: $(grep 4x1 "$T/accum.err" | head -2)"; fi
+
   # gnuplot that exits 0 after writing half a PNG (as on a full disk): no chart is kept or named
   cat > "$T/fakegp" <<'GP'
 #!/bin/sh

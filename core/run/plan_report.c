@@ -49,6 +49,15 @@ int plan_report(const plan_req *q) {
             mem_stats s; int w;
             if (plan_world(q->E, q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
             at1 = s, none_fits = 1;
+            if (gper && !s.overflow && s.total_peak <= q->budget) { /* batch 1 fits: the limit is the step's micro-batches */
+                int bmax = plan_max_batch(q->E, q->cfg, W, q->tp, &mo, q->budget, err, sizeof err);
+                if (bmax < 1) bmax = 1;
+                say("--global-batch %d on mesh %dx%d is %d sequences per DP rank: micro-batches of at most %d fit, so a step "
+                    "would take more than %d micro-batches, the most this engine supports (give --global-batch at most %lld)",
+                    q->global_batch, m.dp, m.tp, gper, bmax, PLAN_MAX_GRAD_ACCUM,
+                    (long long)m.dp * bmax * PLAN_MAX_GRAD_ACCUM);
+                return 2;
+            }
             char need[32], have[32], st[32];
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
