@@ -80,6 +80,16 @@ check sweep_spec_errors_write_nothing test ! -e "$T/r"
 out=$("$SWEEP" sweeps/smoke.json --dry-run --out-dir "$T/dry" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q -- '--plan' <<<"$out" && grep -q 'mpirun -x OPENBLAS_NUM_THREADS ' <<<"$out" && [ ! -e "$T/dry" ]; then ok sweep_dry_run
 else fail sweep_dry_run "rc $rc, files: $(ls "$T/dry" 2>&1 | head -1), out: $(head -c 300 <<<"$out")"; fi
+# a dry run plans every cell as a run does: a cell train refuses is named with train's line (the others'
+# commands printed), and a spec whose every cell is refused is refused (exit 2, one line, no folder)
+b2='"model": "tiny", "steps": 2, "lr": 0.003, "data": "'$DATA'", "timeout_s": 60, "world": 2'
+spec "$T/dry2.json" '{"name": "d", '"$b2"', "seq_len": 33, "meshes": ["2x1", "1x2"], "batch_size": 1}'
+out=$("$SWEEP" "$T/dry2.json" --dry-run --out-dir "$T/dry" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q '^\[2/2\] 1x2  refused by build/train --plan (its run would fail): --seq-len 33 is not divisible by --tp 2' <<<"$out" \
+   && grep -q '^\[1/2\] 2x1  run: ' <<<"$out" && ! grep -q '1x2  run:' <<<"$out" && grep -q '^sweep: machine model: ' <<<"$out" && [ ! -e "$T/dry" ]; then ok sweep_dry_run_plans_each_cell
+else fail sweep_dry_run_plans_each_cell "rc $rc: $(head -c 400 <<<"$out")"; fi
+spec "$T/dry3.json" '{"name": "d", '"$b2"', "seq_len": 32, "meshes": ["2x1", "1x2"], "batch_size": 1, "extra_args": ["--gpus-per-host", "0"]}'
+expect_exit sweep_dry_run_refuses_spec 2 '^sweep: .*dry3.json: extra_args: build/train refuses cell 2x1: --gpus-per-host must be in 1..--world 2 \(got 0\) \(and every other cell\)' -- "$SWEEP" "$T/dry3.json" --dry-run --out-dir "$T/dry"
 
 # ---- the smoke sweep -----------------------------------------------------------------------------
 "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > "$T/smoke.out" 2> "$T/smoke.err"; rc=$?
