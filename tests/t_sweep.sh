@@ -90,6 +90,24 @@ if [ $rc -eq 0 ] && grep -q '^\[2/2\] 1x2  refused by build/train --plan (its ru
 else fail sweep_dry_run_plans_each_cell "rc $rc: $(head -c 400 <<<"$out")"; fi
 spec "$T/dry3.json" '{"name": "d", '"$b2"', "seq_len": 32, "meshes": ["2x1", "1x2"], "batch_size": 1, "extra_args": ["--gpus-per-host", "0"]}'
 expect_exit sweep_dry_run_refuses_spec 2 '^sweep: .*dry3.json: extra_args: build/train refuses cell 2x1: --gpus-per-host must be in 1..--world 2 \(got 0\) \(and every other cell\)' -- "$SWEEP" "$T/dry3.json" --dry-run --out-dir "$T/dry"
+# srun that cannot reach a Slurm controller (no configuration here: srun's own lines, as the real one prints
+# them; t_slurm runs the real srun): the sweep stops at that first launch (exit 2, said), not every mesh
+mkdir -p "$T/fakesrun"
+cat > "$T/fakesrun/srun" <<'SH'
+#!/bin/sh
+echo "srun: error: fetch_config: DNS SRV lookup failed" >&2
+echo "srun: fatal: Could not establish a configuration source" >&2
+exit 1
+SH
+chmod +x "$T/fakesrun/srun"
+spec "$T/srun.json" '{"name": "srun", '"$b2"', "seq_len": 32, "meshes": ["2x1", "1x2"], "batch_size": 1, "launcher": ["srun", "--ntasks={world}"]}'
+PATH="$T/fakesrun:$PATH" "$SWEEP" "$T/srun.json" --out-dir "$T/srunres" > /dev/null 2> "$T/srun.err"; rc=$?
+if [ $rc -eq 2 ] && grep -q '^sweep: stopped: srun cannot reach a Slurm controller (srun: fatal: Could not establish a configuration source): run the sweep inside an allocation' "$T/srun.err" \
+   && grep -q '^\[1/2\] 2x1 ' "$T/srun.err" && ! grep -q '^\[2/2\]' "$T/srun.err"; then ok sweep_srun_without_controller_stops
+else fail sweep_srun_without_controller_stops "rc $rc: $(tail -3 "$T/srun.err" | tr '\n' ' ')"; fi
+# the example batch script run by hand (outside a job) says to submit it (exit 2), launching nothing
+expect_exit sweep_sbatch_script_outside_a_job 2 '^sweep.sbatch: not inside a Slurm job \(no SLURM_JOB_ID\): submit it with sbatch' -- \
+  env -u SLURM_JOB_ID bash sweeps/slurm/sweep.sbatch
 
 # ---- the smoke sweep -----------------------------------------------------------------------------
 "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > "$T/smoke.out" 2> "$T/smoke.err"; rc=$?

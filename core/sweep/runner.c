@@ -441,11 +441,18 @@ static int run_all(sweep_runner *R, const char *started, int plan_only) {
             status = SWEEP_EXIT_IO;
             break;
         }
+        if (R->launcher_down[0]) { /* srun itself failed: every other launch would too */
+            status = SWEEP_EXIT_USAGE;
+            break;
+        }
     }
     if (status == 0 && sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
     if (status == SWEEP_EXIT_INTERRUPTED)
         fprintf(stderr, "sweep: interrupted (%s); complete runs are kept in %s (run the same command again to resume)\n",
                 sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", R->dir);
+    else if (status == SWEEP_EXIT_USAGE)
+        fprintf(stderr, "sweep: stopped: srun cannot reach a Slurm controller (%s): run the sweep inside an allocation "
+                "(sbatch, salloc) on a host with a Slurm configuration; complete runs are kept in %s\n", R->launcher_down, R->dir);
     else if (status == SWEEP_EXIT_IO)
         fprintf(stderr, "sweep: stopped: the results folder cannot be written; complete runs are kept in %s\n",
                 R->dir);
