@@ -196,6 +196,36 @@ else
      && [ "$(grep -c 'skipped: resumed' "$T/accum.err")" -eq 2 ]; then ok sweep_resume_other_grad_accum_rerun
   else fail sweep_resume_other_grad_accum_rerun "rc $rc: $(grep 4x1 "$T/accum.err" | head -2)"; fi
 
+  # Ctrl-C while the charts are drawn (the third gnuplot hangs): "interrupted", exit 130, and the folder's
+  # report set (summary, charts, report) is the earlier one byte for byte, never a new summary and some
+  # new charts without their report; a --plan-only sweep (a new folder) interrupted so is left with none
+  cat > "$T/slowgp" <<GP
+#!/bin/sh
+n=\$(cat "$T/gp.count" 2>/dev/null || echo 0); n=\$((n + 1)); echo \$n > "$T/gp.count"
+if [ \$n -ge 3 ]; then touch "$T/gp.hung"; exec sleep 120; fi
+exec gnuplot "\$@"
+GP
+  chmod +x "$T/slowgp"
+  gp_int() { # OUT-ERR ARGS...: the sweep with slowgp, SIGINT once the third chart hangs; sets rc
+    local e=$1; shift
+    rm -f "$T/gp.count" "$T/gp.hung"
+    MESHSWEEP_GNUPLOT=$T/slowgp "$SWEEP" "$@" > /dev/null 2> "$e" &
+    local p=$! i=0
+    while [ ! -e "$T/gp.hung" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+    kill -INT $p; rc=0; wait $p || rc=$?
+  }
+  set_sum() { (cd "$1" && md5sum summary.json summary.csv report.md *.png *.svg 2>/dev/null); }
+  before=$(set_sum "$D")
+  gp_int "$T/gpint.err" sweeps/smoke.json --out-dir "$T/res"
+  if [ $rc -eq 130 ] && grep -q '^sweep: interrupted (SIGINT) while drawing the charts: the report set is left as it was (the earlier report)' "$T/gpint.err" \
+     && [ "$(set_sum "$D")" = "$before" ] && [ -n "$before" ] && ! ls "$D"/.*.tmp >/dev/null 2>&1; then ok sweep_interrupt_charts_keeps_old_set
+  else fail sweep_interrupt_charts_keeps_old_set "rc $rc, set changed: $([ "$(set_sum "$D")" = "$before" ] && echo no || echo yes): $(tail -2 "$T/gpint.err" | tr '\n' ' ')"; fi
+  gp_int "$T/gpint2.err" sweeps/smoke.json --out-dir "$T/gpres" --plan-only
+  P=$(latest "$T/gpres/smoke")
+  if [ $rc -eq 130 ] && grep -q 'while drawing the charts: the report set is left as it was (none)' "$T/gpint2.err" && [ -n "$P" ] \
+     && [ ! -e "$P/summary.json" ] && [ ! -e "$P/report.md" ] && ! ls "$P"/*.png "$P"/*.svg "$P"/.*.tmp >/dev/null 2>&1; then ok sweep_interrupt_charts_leaves_none
+  else fail sweep_interrupt_charts_leaves_none "rc $rc: $(ls "$P" 2>&1 | tr '\n' ' ') $(tail -1 "$T/gpint2.err")"; fi
+
   # gnuplot that exits 0 after writing half a PNG (as on a full disk): no chart is kept or named
   cat > "$T/fakegp" <<'GP'
 #!/bin/sh

@@ -373,7 +373,16 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
         fprintf(stderr, "sweep: %s\n", err);
         ok = 0;
     }
-    int charts_ok = ok && sweep_draw_charts(&c, err, sizeof err) == 0;
+    int charts_rc = ok ? sweep_draw_charts(&c, err, sizeof err) : -1, charts_ok = ok && charts_rc == 0;
+    if (charts_rc == SWEEP_CHARTS_INTERRUPTED) { /* the folder's report set is as it was: no summary without its report */
+        char rep[PATH_MAX];
+        sweep_pathf(rep, sizeof rep, "%s/report.md", R->dir);
+        fprintf(stderr, "sweep: interrupted (%s) while drawing the charts: the report set is left as it was (%s); complete "
+                "runs are kept in %s (run the same command again to write the report)\n",
+                sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT",
+                access(rep, F_OK) == 0 ? "the earlier report" : "none", R->dir);
+        return SWEEP_EXIT_INTERRUPTED;
+    }
     if (ok && !charts_ok) fprintf(stderr, "sweep: %s\n", err);
     /* after the charts: summary.json lists only those that exist */
     if (sweep_write_summary_json(&c, err, sizeof err) || sweep_write_summary_csv(&c, err, sizeof err)) {
@@ -381,9 +390,14 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
         ok = 0;
     }
     int report_ok = 0;
-    if (sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
-    else if (ok && sweep_write_report_md(&c, charts_ok, err, sizeof err) != 0) fprintf(stderr, "sweep: %s\n", err);
+    /* Ctrl-C after the charts: the report is still written (milliseconds), so the set is whole */
+    if (ok && sweep_write_report_md(&c, charts_ok, err, sizeof err) != 0) fprintf(stderr, "sweep: %s\n", err);
     else report_ok = ok;
+    if (sweep_launch_interrupted()) {
+        status = SWEEP_EXIT_INTERRUPTED;
+        fprintf(stderr, "sweep: interrupted (%s) while writing the report: it was completed in %s\n",
+                sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", R->dir);
+    }
     if ((s->batch_mode == SWEEP_BATCH_GLOBAL || s->batch_mode == SWEEP_BATCH_MATCHED) && !plan_only)
         for (int t = 0; t < s->n_settings; t++) {
             sweep_deviation d;
