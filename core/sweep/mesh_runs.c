@@ -101,20 +101,6 @@ static long long rec_int(json_t *rec, const char *a, const char *b) {
     return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
-/* 1 (why in buf) when an ok record's micro-batches per step are not the cell's: the runner passes no
- * --grad-accum, so they are global_batch / (dp x batch) with a matched global batch, else 1 (a record
- * copied in from a run with other options, e.g. --grad-accum in its extra_args). */
-static int accum_mismatch(const sweep_spec *s, const sweep_mesh *m, json_t *rec, long long b, char *buf, size_t cap) {
-    long long n = rec_int(rec, "grad_accum", NULL), g = rec_int(rec, "global_batch", NULL), want = 1;
-    if (s->batch_mode == SWEEP_BATCH_MATCHED && b > 0 && m->global_batch % (m->dp * b) == 0)
-        want = m->global_batch / (m->dp * b);
-    if (n < 0 && g < 0) return 0; /* a record of before accumulation: one micro-batch */
-    if (n == want && g == (long long)m->dp * b * want) return 0;
-    snprintf(buf, cap, "the record is of %lld micro-batches per step (global batch %lld); asked: %lld (global batch %lld)",
-             n, g, want, (long long)m->dp * b * want);
-    return 1;
-}
-
 /* NULL when rec is a run record of mesh m as asked (batch < 0: any), else why not, in buf. */
 static const char *check_record(const sweep_runner *R, const sweep_mesh *m, int kind, int batch, json_t *rec,
                                 char *buf, size_t cap) {
@@ -140,7 +126,6 @@ static const char *check_record(const sweep_runner *R, const sweep_mesh *m, int 
                  json_array_size(json_object_get(rec, "steps")), want_steps);
     else if (strcmp(st, "ok") == 0 && rec_int(rec, "config", "seq_len") != m->seq_len)
         snprintf(buf, cap, "the record is of seq_len %lld; asked: %d", rec_int(rec, "config", "seq_len"), m->seq_len);
-    else if (strcmp(st, "ok") == 0 && accum_mismatch(s, m, rec, b, buf, cap)) return buf;
     else return sweep_cell_record_mismatch(s, m, rec, buf, cap);
     return buf;
 }
