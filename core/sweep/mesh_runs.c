@@ -292,7 +292,7 @@ static void judge(sweep_runner *R, const sweep_mesh *m, int kind, int batch, con
  * goes to out. */
 static int srun_unreachable(const sweep_runner *R, const char *log, char *out, size_t cap) {
     static const char *const signs[] = {"Could not establish a configuration source", "Unable to contact slurm controller",
-                                        "s_p_parse_file: cannot stat file", "Unable to allocate resources"};
+                                        "s_p_parse_file: cannot stat file"};
     if (!sweep_launcher_is_srun(R->spec)) return 0;
     char text[4000];
     sweep_tail_lines(log, 40, text, sizeof text);
