@@ -37,7 +37,8 @@ run() {
   mpiargs=("$@")
   local dp=$((np / tp)); local b=$((GLOBAL / dp))
   local cmd common=("${COMMON[@]}")
-  [ -n "${RUN_STEPS:-}" ] && common+=(--steps "$RUN_STEPS")   # a later --steps wins
+  [ -n "${RUN_STEPS:-}" ] && common=(--model "$MODEL" --seq-len "$SEQ" --steps "$RUN_STEPS" --data synthetic \
+    --warmup-steps-excluded "$EXCL" --log-every 1000)   # train takes an option once
   if [ "$np" -eq 1 ]; then
     cmd=("$BUILD/train" "${common[@]}" --batch-size "$b" --out "$T/$name.json")
   else

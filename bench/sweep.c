@@ -38,16 +38,31 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--resume") == 0) o.fresh = 0;
         else if (strcmp(a, "--dry-run") == 0) o.dry_run = 1;
         else if (strcmp(a, "--plan-only") == 0) o.plan_only = 1;
-        else if (strcmp(a, "--out-dir") == 0 || strcmp(a, "--train") == 0) {
+        else if (!strncmp(a, "--out-dir", 9) || !strncmp(a, "--train", 7)) {
+            /* an option with a value is given once, as build/train's (the last winning silently is refused) */
+            int od = !strncmp(a, "--out-dir", 9);
+            const char *rest = a + (od ? 9 : 7);
+            if (*rest && *rest != '=') {
+                fprintf(stderr, "sweep: unknown option %s (see --help)\n", a);
+                return EXIT_USAGE;
+            }
+            if (od ? o.out_dir != NULL : o.train != NULL) {
+                fprintf(stderr, "sweep: %s given twice: give it once\n", od ? "--out-dir" : "--train");
+                return EXIT_USAGE;
+            }
+            if (*rest == '=') {
+                if (!rest[1]) { fprintf(stderr, "sweep: %s needs a value (see --help)\n", od ? "--out-dir" : "--train"); return EXIT_USAGE; }
+                if (od) o.out_dir = rest + 1;
+                else o.train = rest + 1;
+                continue;
+            }
             if (i + 1 >= argc || !argv[i + 1][0]) {
                 fprintf(stderr, "sweep: %s needs a value (see --help)\n", a);
                 return EXIT_USAGE;
             }
             if (strcmp(a, "--out-dir") == 0) o.out_dir = argv[++i];
             else o.train = argv[++i];
-        } else if (strncmp(a, "--out-dir=", 10) == 0 && a[10]) o.out_dir = a + 10;
-        else if (strncmp(a, "--train=", 8) == 0 && a[8]) o.train = a + 8;
-        else if (a[0] == '-' && a[1]) {
+        } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "sweep: unknown option %s (see --help)\n", a);
             return EXIT_USAGE;
         } else if (o.spec_path) {

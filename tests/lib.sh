@@ -20,6 +20,18 @@ must() {
   rm -f "$err"; return "$rc"
 }
 # expect_exit NAME CODE PATTERN -- CMD... : CMD must exit CODE and print exactly one line on stderr matching PATTERN
+# without ARRAY OPT... : the words of ARRAY less each OPT and the value after it, into the array WITHOUT
+# (build/train refuses an option given twice: a case that sets one of ARRAY's options drops it first)
+without() {
+  local -n _src=$1; shift
+  WITHOUT=()
+  local i o drop
+  for ((i = 0; i < ${#_src[@]}; i++)); do
+    drop=0
+    for o in "$@"; do [ "${_src[i]}" = "$o" ] && drop=1; done
+    if [ $drop -eq 1 ]; then i=$((i + 1)); else WITHOUT+=("${_src[i]}"); fi
+  done
+}
 expect_exit() {
   local n=$1 code=$2 pat=$3; shift 4
   local err; err=$(mktemp)

@@ -122,7 +122,7 @@ mut 'FSDP shards computed from the unpadded unit size' \
     't_mesh t_reference'
 mut 'accumulation: the gradient of N micro-batches not divided by N' \
     'loss \+= model_forward_backward\(M, R->in, R->tg, \(float\)scale\);' \
-    'loss += model_forward_backward(M, R->in, R->tg, (float)(scale * R->N));' \
+    'loss += model_forward_backward(M, R->in, R->tg, (float)(scale * R->J.N));' \
     'core/*/*.c' \
     't_accum t_reference'
 mut '--accum-reduce last: the unsharded gradient restarts from zero each micro-batch' \
@@ -136,7 +136,7 @@ mut 'every:K recomputes the last layer of each K instead of the first' \
     'core/*/*.c' \
     'test_cost'
 mut 'run records and plans written in place (no temp file, no rename)' \
-    'snprintf\(tmp, sizeof tmp, "%s\.tmp\.%d", path, \(int\)getpid\(\)\);\n    char \*s = json_dumps' \
+    'snprintf\(tmp, sizeof tmp, "%s\.tmp\.%ld", path, \(long\)getpid\(\)\);\n    char \*s = json_dumps' \
     'snprintf(tmp, sizeof tmp, "%s", path);
     char *s = json_dumps' \
     'core/*/*.c' \

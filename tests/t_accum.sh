@@ -18,6 +18,7 @@ DATA="$BUILD/data/kjv/train.bin"
 [ -s "$DATA" ] || { fail accum_data "$DATA missing (run make data)"; exit 1; }
 json_get() { /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 C=(--model tiny --seq-len 32 --steps 3 --log-every 1 --data "$DATA")
+C2=(--model tiny --seq-len 32 --steps 2 --log-every 1 --data "$DATA") # the same, 2 steps
 
 run() { # NAME NP TP ARGS...
   local name=$1 np=$2 tp=$3; shift 3
@@ -70,9 +71,9 @@ grep -q 'train: step 1/3 .* batch 1x4 (global 4) eta' "$T/b1n4.err" && ! grep -q
 # --- plan = measured with accumulation (both modes) and every:K
 plan_vs_run() { # NAME NP TP B ARGS...
   local name=$1 w=$2 tp=$3 b=$4; shift 4
-  "$TR" --plan --world "$w" --tp "$tp" --batch-size "$b" "${C[@]}" --steps 2 "$@" --out "$T/$name.plan.json" >/dev/null 2>"$T/$name.plan.err" \
+  "$TR" --plan --world "$w" --tp "$tp" --batch-size "$b" "${C2[@]}" "$@" --out "$T/$name.plan.json" >/dev/null 2>"$T/$name.plan.err" \
     || { fail "accum_plan_$name" "plan failed: $(cat "$T/$name.plan.err")"; return; }
-  local cmd=("$TR" --tp "$tp" --batch-size "$b" "${C[@]}" --steps 2 "$@" --out "$T/$name.run.json")
+  local cmd=("$TR" --tp "$tp" --batch-size "$b" "${C2[@]}" "$@" --out "$T/$name.run.json")
   [ "$w" -gt 1 ] && cmd=("${MPIRUN[@]}" -np "$w" "${cmd[@]}")
   timeout 300 "${cmd[@]}" >"$T/$name.log" 2>&1 || { fail "accum_plan_$name" "run failed: $(tail -2 "$T/$name.log" | tr '\n' ' ')"; return; }
   json_ok2 "accum_plan_equals_measured_$name" "$T/$name.plan.json" "$T/$name.run.json" \
@@ -95,7 +96,7 @@ plan_vs_run 2x2_gb8_each 4 2 2 --global-batch 8
 plan_vs_run 1x1_every2 1 1 3 --checkpoint-activations every:2
 plan_vs_run 2x2_every3_n2 4 2 2 --checkpoint-activations every:3 --grad-accum 2
 # every:2: the losses and gradient norms of no checkpointing, bit for bit (recomputing is the same arithmetic)
-must accum_run_every2_reference "$TR" --batch-size 3 "${C[@]}" --steps 2 --out "$T/none_b3.json" 2>/dev/null
+must accum_run_every2_reference "$TR" --batch-size 3 "${C2[@]}" --out "$T/none_b3.json" 2>/dev/null
 json_ok2 accum_every2_same_losses "$T/none_b3.json" "$T/1x1_every2.run.json" \
   '[(s["loss"], s["grad_norm"]) for s in p["steps"]]==[(s["loss"], s["grad_norm"]) for s in r["steps"]] and len(r["steps"])==2 and r["config"]["checkpoint_activations"]=="every:2"'
 # every:2 lies between none and full in activation memory (tiny: 4 layers, layers 0 and 2 recomputed)

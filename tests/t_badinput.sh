@@ -72,6 +72,25 @@ expect_exit calibrate_check_out_is_input_link 2 '^calibrate: --out .*calib-link.
 grep -qx '{"schema": "meshsweep.machine/1"}' "$T/calib.json" && ok calibrate_check_out_is_input_file_kept \
   || fail calibrate_check_out_is_input_file_kept "the machine file changed: $(head -c 200 "$T/calib.json")"
 expect_exit mkdata_opt_extra_arg 2 '^mkdata: expected TEXT_FILE OUTDIR' -- "$MK" a b c
+# an option given twice is refused (the last value winning silently ran what was not meant), in either
+# spelling, flags too; every:K takes K in digits only (every:01, every:+2 would name one value twice)
+bad opt_given_twice 2 "^train: option --grad-accum given twice: give it once$" --grad-accum 2 --grad-accum 3
+bad opt_given_twice_eq 2 "^train: option --lr given twice: give it once$" --lr=0.1 --lr 0.2
+bad opt_flag_given_twice 2 "^train: option --no-prefetch given twice: give it once$" --no-prefetch --no-prefetch
+bad opt_every_leading_zero 2 "^train: --checkpoint-activations every:01: write K in digits without sign or leading zeros \(every:1\)$" --checkpoint-activations every:01
+bad opt_every_plus_sign 2 "^train: --checkpoint-activations every:\+2: write K in digits without sign or leading zeros \(every:2\)$" --checkpoint-activations every:+2
+expect_exit sweep_opt_given_twice 2 '^sweep: --out-dir given twice: give it once$' -- "$SW" sweeps/smoke.json --out-dir "$T/a" --out-dir "$T/b"
+check sweep_opt_given_twice_nothing_created test ! -e "$T/a" -a ! -e "$T/b"
+# --gpus-per-host outside 1..world: exit 2, one line, on every path (train --plan; a spec's extra_args,
+# planned per cell before anything runs, with and without --plan-only, grids too)
+expect_exit plan_gpus_per_host_zero 2 '^train: --gpus-per-host must be in 1\.\.--world 4 \(got 0\)$' -- "$TR" --plan --world 4 --gpus-per-host 0
+expect_exit plan_gpus_per_host_above_world 2 '^train: --gpus-per-host must be in 1\.\.--world 4 \(got 8\)$' -- "$TR" --plan --world 4 --gpus-per-host 8
+# --batch-size max with a global batch no number of micro-batches the engine takes can reach: that limit is named
+expect_exit plan_max_global_batch_past_micro_batches 2 '^train: --global-batch 16777216 on mesh 1x1 is 16777216 sequences per DP rank: micro-batches of at most [0-9]+ fit, so a step would take more than 65536 micro-batches' -- \
+  "$TR" --plan --batch-size max --global-batch 16777216 --mem-budget 1GiB --seq-len 128
+# --gpu names fold case (the catalog's spelling is what the plan says)
+"$TR" --plan --gpu H100-80GB > "$T/gpucase.txt" 2>&1 && grep -q '^# --gpu h100-80gb ' "$T/gpucase.txt" && ok plan_gpu_name_case_folded \
+  || fail plan_gpu_name_case_folded "$(head -c 300 "$T/gpucase.txt")"
 
 # ---- sizes -----------------------------------------------------------------------------------------
 for s in 18446744073709551616 0 1.5 16EiB ' 96MiB' '96 MiB' 0x10MiB 1.0000000000000000001KiB; do
@@ -232,6 +251,15 @@ expect_exit spec_grid_mem_same_bytes 2 "^sweep: .*: axes\.mem_budget\[1\]: \"167
 spec "$T/ax_seq.json" '"ok"' ', "axes": {"seq_len": [16, 4096]}' && sed -i 's/"seq_len": 16, //' "$T/ax_seq.json"
 expect_exit spec_grid_seq_len_past_positions 2 "^sweep: .*: axes\.seq_len\[1\]: 4096 exceeds max_position_embeddings 1024 of model tiny$" -- "$SW" "$T/ax_seq.json" --out-dir "$T/res"
 expect_exit spec_grid_seq_len_past_positions_plan_only 2 "^sweep: .*: axes\.seq_len\[1\]: 4096 exceeds max_position_embeddings 1024 of model tiny$" -- "$SW" "$T/ax_seq.json" --out-dir "$T/res" --plan-only
+spec "$T/gph0.json" '"ok"' ', "extra_args": ["--gpus-per-host", "0"]'
+expect_exit spec_extra_gpus_per_host_zero 2 "^sweep: .*: extra_args: build/train refuses cell 1x2: --gpus-per-host must be in 1\.\.--world 2 \(got 0\)$" -- "$SW" "$T/gph0.json" --out-dir "$T/res"
+spec "$T/gph3.json" '"ok"' ', "extra_args": ["--gpus-per-host", "3"]'
+expect_exit spec_extra_gpus_per_host_above_world_plan_only 2 "^sweep: .*: extra_args: build/train refuses cell 1x2: --gpus-per-host must be in 1\.\.--world 2 \(got 3\)$" -- "$SW" "$T/gph3.json" --out-dir "$T/res" --plan-only
+spec "$T/gph_grid.json" '"ok"' ', "axes": {"checkpoint_activations": ["none", "full"]}, "extra_args": ["--gpus-per-host", "0"]'
+expect_exit spec_grid_gpus_per_host_zero 2 "^sweep: .*: extra_args: build/train refuses cell 1x2.ac=none: --gpus-per-host must be in 1\.\.--world 2 \(got 0\) \(and every other cell\)$" -- "$SW" "$T/gph_grid.json" --out-dir "$T/res"
+# --grad-accum in extra_args: the record, the progress line and the report would count the batch apart
+spec "$T/ga.json" '"ok"' ', "extra_args": ["--grad-accum", "2"]'
+expect_exit spec_extra_args_grad_accum 2 "^sweep: .*: extra_args\[0\]: \"--grad-accum\": the micro-batches per step come from \"global_batch\"" -- "$SW" "$T/ga.json" --out-dir "$T/res"
 check spec_errors_nothing_created test ! -e "$T/res"
 # a sweep in which every run failed is not a success (exit 1, said)
 spec "$T/allfail.json" '"allfail"' ', "launcher": ["false"]'

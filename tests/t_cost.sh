@@ -62,6 +62,20 @@ expect_exit cost_machine_overlap_slowdown_negative 2 'ovneg.json: comm.overlap_s
 expect_exit cost_machine_overlap_slowdown_range 2 'ov3.json: comm.overlap_slowdown: must be <= 1' -- "$TRAIN" "${PT[@]}" --machine "$T/ov3.json"
 /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["comm"]["collectives"][0]["busbw_half_bytes"]=-5; json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/half.json"
 expect_exit cost_machine_half_bytes_negative 2 'half.json: comm.collectives\[0\].busbw_half_bytes: must be >= 0' -- "$TRAIN" "${PT[@]}" --machine "$T/half.json"
+# machine files damaged but parseable (they used to predict, exit 0): one line naming the file and the field
+mach() { # NAME PYTHON-STATEMENT-ON-d: a copy of the fixture changed by the statement
+  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(d,open(sys.argv[2],"w"))' "$FIX" "$T/$1.json" "$2"
+}
+mach gemm0 'd["compute"]["gemm"]=[]'
+expect_exit cost_machine_empty_gemm 2 'gemm0.json: compute.gemm: must be a non-empty array' -- "$TRAIN" "${PT[@]}" --machine "$T/gemm0.json"
+mach dupcoll 'd["comm"]["collectives"].append(dict(d["comm"]["collectives"][0]))'
+expect_exit cost_machine_duplicate_collective 2 'dupcoll.json: comm.collectives\[4\]: the same collective as comm.collectives\[0\]' -- "$TRAIN" "${PT[@]}" --machine "$T/dupcoll.json"
+mach kind 'd["comm"]["collectives"][0]["kind"]="all_to_all"'
+expect_exit cost_machine_unknown_kind 2 "kind.json: comm.collectives\[0\]: kind 'all_to_all' is not" -- "$TRAIN" "${PT[@]}" --machine "$T/kind.json"
+mach nl 'd["name"]="a\nb"'
+expect_exit cost_machine_name_newline 2 'nl.json: name: holds a control character \(byte 10\)' -- "$TRAIN" "${PT[@]}" --machine "$T/nl.json"
+mach lat 'd["comm"]["collectives"][0]["latency_us"]=1e300'
+expect_exit cost_machine_latency_implausible 2 'lat.json: comm.collectives\[0\].latency_us: .* is not a plausible figure' -- "$TRAIN" "${PT[@]}" --machine "$T/lat.json"
 
 # ---- a run records its prediction next to what it measured ----------------------------------------
 if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --model tiny --seq-len 32 --batch-size 2 --steps 4 \

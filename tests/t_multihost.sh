@@ -104,9 +104,10 @@ done
 # Other kernels on host A on purpose (OPENBLAS_CORETYPE there only, a core every x86-64 CPU runs): the
 # record names each host's kernels and says they differ, the first progress line says so, the losses agree
 # with the one-host run to the rounding tolerance
-"$TRAIN" "${COMMON[@]}" --data "$T/data/train.bin" --steps 0 --out "$T/auto.json" 2>/dev/null
+without COMMON --steps
+"$TRAIN" "${WITHOUT[@]}" --data "$T/data/train.bin" --steps 0 --out "$T/auto.json" 2>/dev/null
 AUTO=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"]["blas_core"])' "$T/auto.json" 2>/dev/null)
-if [ "${OPENBLAS_CORETYPE:-}" != "" ]; then AUTO=$(env -u OPENBLAS_CORETYPE "$TRAIN" "${COMMON[@]}" --data "$T/data/train.bin" --steps 0 --out "$T/auto.json" 2>/dev/null; \
+if [ "${OPENBLAS_CORETYPE:-}" != "" ]; then AUTO=$(env -u OPENBLAS_CORETYPE "$TRAIN" "${WITHOUT[@]}" --data "$T/data/train.bin" --steps 0 --out "$T/auto.json" 2>/dev/null; \
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"]["blas_core"])' "$T/auto.json" 2>/dev/null); fi
 FORCED=Nehalem; [ "$AUTO" = Nehalem ] && FORCED=Core2
 if OPENBLAS_CORETYPE=$FORCED mh_run -np 8 "${COMMON[@]}" --data "$T/data/train.bin" --tp 4 --batch-size 4 --out "$T/blas.json" >"$T/blas.log" 2>&1; then

@@ -179,12 +179,13 @@ expect_exit reliab_mkdata_convert_name_no_room 2 "^mkdata: cannot write $T/$long
 chk reliab_out_is_folder 2 "^train: .*$T/.*folder" "${RUN[@]}" --out "$T/"
 chk reliab_save_missing_folder 2 "^train: .*$T/nodir/" "${RUN[@]}" --save "$T/nodir/"
 cp "$DATA" "$T/d.bin"; cp "$VAL" "$T/v.bin"; sum=$(md5sum < "$T/d.bin")
-chk reliab_out_is_data 2 "^train: .*--out .* is also --data" "${RUN[@]}" --data "$T/d.bin" --out "$T/d.bin"
+without RUN --data
+chk reliab_out_is_data 2 "^train: .*--out .* is also --data" "${WITHOUT[@]}" --data "$T/d.bin" --out "$T/d.bin"
 [ "$(md5sum < "$T/d.bin")" = "$sum" ] && ok reliab_out_is_data_untouched || fail reliab_out_is_data_untouched "the data file changed"
 chk reliab_out_is_eval_data 2 "^train: .*--out .* is also --eval-data" "${RUN[@]}" --eval-data "$T/v.bin" --out "$T/v.bin"
 ln -s "$T/d.bin" "$T/alias.bin"
 cp "$DATA" "$T/d.bin"
-chk reliab_save_is_data_by_link 2 "^train: .*--save .* is also --data" "${RUN[@]}" --data "$T/d.bin" --save "$T/alias.bin"
+chk reliab_save_is_data_by_link 2 "^train: .*--save .* is also --data" "${WITHOUT[@]}" --data "$T/d.bin" --save "$T/alias.bin"
 chk reliab_out_is_save 2 "^train: .*--out .* is also --save" "${RUN[@]}" --out "$T/same.x" --save "$T/same.x"
 "$TRAIN" "${RUN[@]}" --save "$T/init.st" 2>/dev/null || fail reliab_init_file "could not save a checkpoint"
 chk reliab_save_is_init 2 "^train: .*--save .* is also --init" "${RUN[@]}" --init "$T/init.st" --save "$T/init.st"
@@ -236,7 +237,8 @@ for np in 1 2; do
     [ -e "$T/div.st" ] && fail "$n" "a checkpoint was saved" || ok "$n"
   fi
 done
-timeout 120 "$TRAIN" "${RUN[@]}" --steps 3 --lr 1e300 --grad-clip 0 --eval-data "$VAL" --eval-every 1 --out "$T/evnan.json" >/dev/null 2>"$T/evnan.err"; rc=$?
+without RUN --steps
+timeout 120 "$TRAIN" "${WITHOUT[@]}" --steps 3 --lr 1e300 --grad-clip 0 --eval-data "$VAL" --eval-every 1 --out "$T/evnan.json" >/dev/null 2>"$T/evnan.err"; rc=$?
 if one_error reliab_eval_loss_nonfinite 4 "^train: diverged at step 1: eval loss .*non-finite" $rc "$T/evnan.err"; then
   /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="diverged" and r["eval"]==[{"step": 1, "loss": None}] else 1)' "$T/evnan.json" \
     && ok reliab_eval_loss_nonfinite || fail reliab_eval_loss_nonfinite "record: $(head -c 300 "$T/evnan.json")"
@@ -252,7 +254,10 @@ mpmd() { # NAME PATTERN ARGS-RANK0 -- ARGS-RANK1: exit 2, one matching line, no 
   while [ $# -gt 0 ] && [ "$1" != -- ]; do a+=("$1"); shift; done; shift
   b=("$@")
   rm -f "$T/mpmd.json"
-  "${two[@]}" -np 1 "$TRAIN" "${RUN[@]}" "${a[@]}" --out "$T/mpmd.json" : -np 1 "$TRAIN" "${RUN[@]}" "${b[@]}" --out "$T/mpmd.json" >/dev/null 2>"$T/$n.err"
+  local ra rb o # each rank's RUN less the options its case sets (an option given twice is refused)
+  without RUN $(for o in "${a[@]}"; do [[ $o == --* ]] && echo "$o"; done); ra=("${WITHOUT[@]}")
+  without RUN $(for o in "${b[@]}"; do [[ $o == --* ]] && echo "$o"; done); rb=("${WITHOUT[@]}")
+  "${two[@]}" -np 1 "$TRAIN" "${ra[@]}" "${a[@]}" --out "$T/mpmd.json" : -np 1 "$TRAIN" "${rb[@]}" "${b[@]}" --out "$T/mpmd.json" >/dev/null 2>"$T/$n.err"
   local rc=$?
   one_error "$n" 2 "$pat" $rc "$T/$n.err" || return
   [ -e "$T/mpmd.json" ] && { fail "$n" "a record was written"; return; }
@@ -342,7 +347,8 @@ fi
 # "unknown" for a tree without .git (the Makefile's buildinfo, checked in an empty copy); env.compiler:
 # the compiler's version line; env.blas*: the library and the kernels each rank ran, and whether they
 # differ (OPENBLAS_CORETYPE on one rank of two here)
-"$TRAIN" "${RUN[@]}" --steps 0 --out "$T/env.json" 2>/dev/null
+without RUN --steps
+"$TRAIN" "${WITHOUT[@]}" --steps 0 --out "$T/env.json" 2>/dev/null
 /usr/bin/python3 - "$T/env.json" "$(mpicc --version 2>/dev/null | head -1)" "$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel 2>/dev/null)" <<'PY'
 import json, re, subprocess, sys
 e = json.load(open(sys.argv[1]))["env"]; cc, top = sys.argv[2], sys.argv[3]

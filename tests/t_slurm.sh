@@ -45,6 +45,13 @@ cleanup() {
   rm -rf "/tmp/ompi.$HA".* "/tmp/ompi.$HB".* "$T"
 }
 trap cleanup EXIT
+# srun with a configuration whose controller is not running (port 1: refused at once): the sweep stops at
+# its first launch and says srun cannot reach a controller (exit 2), instead of failing every mesh
+printf 'ClusterName=none\nSlurmctldHost=localhost\nSlurmctldPort=1\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n' > "$T/none.conf"
+(cd "$ROOT" && SLURM_CONF="$T/none.conf" timeout 300 "$SWEEP" "$SPEC" --out-dir "$T/nores") > /dev/null 2> "$T/none.err"; rc=$?
+if [ $rc -eq 2 ] && grep -q '^sweep: stopped: srun cannot reach a Slurm controller (srun: .*Unable to contact slurm controller' "$T/none.err" \
+   && ! grep -q '^\[2/2\]' "$T/none.err"; then ok slurm_no_controller_stops_sweep
+else fail slurm_no_controller_stops_sweep "rc $rc: $(tail -3 "$T/none.err" | tr '\n' ' ')"; fi
 export SLURM_CONF="$T/slurm.conf"
 PY="command /usr/bin/python3"
 # every launch is under a timeout (a hang is a FAIL, never a stuck suite), generous for a loaded machine

@@ -80,6 +80,34 @@ check sweep_spec_errors_write_nothing test ! -e "$T/r"
 out=$("$SWEEP" sweeps/smoke.json --dry-run --out-dir "$T/dry" 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q -- '--plan' <<<"$out" && grep -q 'mpirun -x OPENBLAS_NUM_THREADS ' <<<"$out" && [ ! -e "$T/dry" ]; then ok sweep_dry_run
 else fail sweep_dry_run "rc $rc, files: $(ls "$T/dry" 2>&1 | head -1), out: $(head -c 300 <<<"$out")"; fi
+# a dry run plans every cell as a run does: a cell train refuses is named with train's line (the others'
+# commands printed), and a spec whose every cell is refused is refused (exit 2, one line, no folder)
+b2='"model": "tiny", "steps": 2, "lr": 0.003, "data": "'$DATA'", "timeout_s": 60, "world": 2'
+spec "$T/dry2.json" '{"name": "d", '"$b2"', "seq_len": 33, "meshes": ["2x1", "1x2"], "batch_size": 1}'
+out=$("$SWEEP" "$T/dry2.json" --dry-run --out-dir "$T/dry" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q '^\[2/2\] 1x2  refused by build/train --plan (its run would fail): --seq-len 33 is not divisible by --tp 2' <<<"$out" \
+   && grep -q '^\[1/2\] 2x1  run: ' <<<"$out" && ! grep -q '1x2  run:' <<<"$out" && grep -q '^sweep: machine model: ' <<<"$out" && [ ! -e "$T/dry" ]; then ok sweep_dry_run_plans_each_cell
+else fail sweep_dry_run_plans_each_cell "rc $rc: $(head -c 400 <<<"$out")"; fi
+spec "$T/dry3.json" '{"name": "d", '"$b2"', "seq_len": 32, "meshes": ["2x1", "1x2"], "batch_size": 1, "extra_args": ["--gpus-per-host", "0"]}'
+expect_exit sweep_dry_run_refuses_spec 2 '^sweep: .*dry3.json: extra_args: build/train refuses cell 2x1: --gpus-per-host must be in 1..--world 2 \(got 0\) \(and every other cell\)' -- "$SWEEP" "$T/dry3.json" --dry-run --out-dir "$T/dry"
+# srun that cannot reach a Slurm controller (no configuration here: srun's own lines, as the real one prints
+# them; t_slurm runs the real srun): the sweep stops at that first launch (exit 2, said), not every mesh
+mkdir -p "$T/fakesrun"
+cat > "$T/fakesrun/srun" <<'SH'
+#!/bin/sh
+echo "srun: error: fetch_config: DNS SRV lookup failed" >&2
+echo "srun: fatal: Could not establish a configuration source" >&2
+exit 1
+SH
+chmod +x "$T/fakesrun/srun"
+spec "$T/srun.json" '{"name": "srun", '"$b2"', "seq_len": 32, "meshes": ["2x1", "1x2"], "batch_size": 1, "launcher": ["srun", "--ntasks={world}"]}'
+PATH="$T/fakesrun:$PATH" "$SWEEP" "$T/srun.json" --out-dir "$T/srunres" > /dev/null 2> "$T/srun.err"; rc=$?
+if [ $rc -eq 2 ] && grep -q '^sweep: stopped: srun cannot reach a Slurm controller (srun: fatal: Could not establish a configuration source): run the sweep inside an allocation' "$T/srun.err" \
+   && grep -q '^\[1/2\] 2x1 ' "$T/srun.err" && ! grep -q '^\[2/2\]' "$T/srun.err"; then ok sweep_srun_without_controller_stops
+else fail sweep_srun_without_controller_stops "rc $rc: $(tail -3 "$T/srun.err" | tr '\n' ' ')"; fi
+# the example batch script run by hand (outside a job) says to submit it (exit 2), launching nothing
+expect_exit sweep_sbatch_script_outside_a_job 2 '^sweep.sbatch: not inside a Slurm job \(no SLURM_JOB_ID\): submit it with sbatch' -- \
+  env -u SLURM_JOB_ID bash sweeps/slurm/sweep.sbatch
 
 # ---- the smoke sweep -----------------------------------------------------------------------------
 "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > "$T/smoke.out" 2> "$T/smoke.err"; rc=$?
@@ -159,6 +187,44 @@ else
      && json_ok "$D/runs/4x1.json" 'd["schema"]=="meshsweep.run/1" and d["status"]=="ok" and len(d["steps"])>0' \
      && [ "$(grep -c 'skipped: resumed' "$T/hand.err")" -eq 2 ]; then ok sweep_handwritten_record_not_trusted
   else fail sweep_handwritten_record_not_trusted "rc $rc: $(grep 4x1 "$T/hand.err" | head -2)"; fi
+
+  # a record copied in from a run with another --grad-accum (same mesh, batch and steps) is run again
+  "$PY" -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["grad_accum"]=2; d["global_batch"]*=2; d["config"]["grad_accum"]=2; json.dump(d, open(p, "w"))' "$D/runs/4x1.json"
+  "$SWEEP" sweeps/smoke.json --out-dir "$T/res" > /dev/null 2> "$T/accum.err"; rc=$?
+  if [ $rc -eq 0 ] && grep -q '4x1  run: runs/4x1.json is not a record of this launch (the record is of 2 micro-batches per step' "$T/accum.err" \
+     && json_ok "$D/runs/4x1.json" 'd["status"]=="ok" and d["grad_accum"]==1 and d["global_batch"]==d["mesh"]["dp"]*d["batch_size"]' \
+     && [ "$(grep -c 'skipped: resumed' "$T/accum.err")" -eq 2 ]; then ok sweep_resume_other_grad_accum_rerun
+  else fail sweep_resume_other_grad_accum_rerun "rc $rc: $(grep 4x1 "$T/accum.err" | head -2)"; fi
+
+  # Ctrl-C while the charts are drawn (the third gnuplot hangs): "interrupted", exit 130, and the folder's
+  # report set (summary, charts, report) is the earlier one byte for byte, never a new summary and some
+  # new charts without their report; a --plan-only sweep (a new folder) interrupted so is left with none
+  cat > "$T/slowgp" <<GP
+#!/bin/sh
+n=\$(cat "$T/gp.count" 2>/dev/null || echo 0); n=\$((n + 1)); echo \$n > "$T/gp.count"
+if [ \$n -ge 3 ]; then touch "$T/gp.hung"; exec sleep 120; fi
+exec gnuplot "\$@"
+GP
+  chmod +x "$T/slowgp"
+  gp_int() { # OUT-ERR ARGS...: the sweep with slowgp, SIGINT once the third chart hangs; sets rc
+    local e=$1; shift
+    rm -f "$T/gp.count" "$T/gp.hung"
+    MESHSWEEP_GNUPLOT=$T/slowgp "$SWEEP" "$@" > /dev/null 2> "$e" &
+    local p=$! i=0
+    while [ ! -e "$T/gp.hung" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+    kill -INT $p; rc=0; wait $p || rc=$?
+  }
+  set_sum() { (cd "$1" && md5sum summary.json summary.csv report.md *.png *.svg 2>/dev/null); }
+  before=$(set_sum "$D")
+  gp_int "$T/gpint.err" sweeps/smoke.json --out-dir "$T/res"
+  if [ $rc -eq 130 ] && grep -q '^sweep: interrupted (SIGINT) while drawing the charts: the report set is left as it was (the earlier report)' "$T/gpint.err" \
+     && [ "$(set_sum "$D")" = "$before" ] && [ -n "$before" ] && ! ls "$D"/.*.tmp >/dev/null 2>&1; then ok sweep_interrupt_charts_keeps_old_set
+  else fail sweep_interrupt_charts_keeps_old_set "rc $rc, set changed: $([ "$(set_sum "$D")" = "$before" ] && echo no || echo yes): $(tail -2 "$T/gpint.err" | tr '\n' ' ')"; fi
+  gp_int "$T/gpint2.err" sweeps/smoke.json --out-dir "$T/gpres" --plan-only
+  P=$(latest "$T/gpres/smoke")
+  if [ $rc -eq 130 ] && grep -q 'while drawing the charts: the report set is left as it was (none)' "$T/gpint2.err" && [ -n "$P" ] \
+     && [ ! -e "$P/summary.json" ] && [ ! -e "$P/report.md" ] && ! ls "$P"/*.png "$P"/*.svg "$P"/.*.tmp >/dev/null 2>&1; then ok sweep_interrupt_charts_leaves_none
+  else fail sweep_interrupt_charts_leaves_none "rc $rc: $(ls "$P" 2>&1 | tr '\n' ' ') $(tail -1 "$T/gpint2.err")"; fi
 
   # gnuplot that exits 0 after writing half a PNG (as on a full disk): no chart is kept or named
   cat > "$T/fakegp" <<'GP'

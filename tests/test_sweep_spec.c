@@ -319,6 +319,11 @@ static void test_errors(void) {
     }
     expect_key_error("err_extra_args_sp_activations", "extra_args", "[\"--sp-activations\", \"local\"]",
                      "extra_args[0]:");
+    /* --grad-accum in extra_args: the record, the progress line and the report would count the batch apart */
+    expect_key_error("err_extra_args_grad_accum", "extra_args", "[\"--grad-accum\", \"2\"]",
+                     "extra_args[0]: \"--grad-accum\": the micro-batches per step come from \"global_batch\"");
+    expect_key_error("err_extra_args_grad_accum_eq", "extra_args", "[\"--dtype\", \"fp32\", \"--grad-accum=2\"]",
+                     "extra_args[2]: \"--grad-accum=2\"");
     /* global batch that a mesh's dp does not divide */
     char *g = spec_with("batch_size", NULL);
     json_t *o = json_loads(g, 0, NULL);

@@ -45,6 +45,10 @@ int cli_parse(const cli_opt *opts, int n, void *dst, unsigned char *given, int a
         for (int k = 0; k < n; k++) if (!strcmp(opts[k].name, name)) di = k;
         if (di < 0) { snprintf(err, errlen, "unknown option '--%s' (see --help)", name); return -1; }
         const cli_opt *d = &opts[di];
+        if (seen[di]) { /* the last value winning silently would run what was not meant */
+            snprintf(err, errlen, "option --%s given twice: give it once", name);
+            return -1;
+        }
         seen[di] = 1;
         char *p = (char *)dst + d->off;
         if (d->type == CLI_ON || d->type == CLI_OFF) {

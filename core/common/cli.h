@@ -1,7 +1,7 @@
 /* core/common/cli.h — one table of options drives the parser, --help and, inverted, the command line that
  * sets them (style.md), for every program (build/train's table is core/job/options.c). `--name value` and
- * `--name=value`; flags take no value; an option given twice
- * takes its last value (and of a flag pair, --x and --no-x, the last given wins), as getopt does.
+ * `--name=value`; flags take no value; an option given twice is refused (of a flag pair, --x and --no-x,
+ * each may be given once and the last given wins).
  * Not here: what the values mean (each program checks ranges and combinations itself). */
 #ifndef MESHSWEEP_CLI_H
 #define MESHSWEEP_CLI_H
@@ -42,7 +42,7 @@ typedef struct cli_opt {
 
 /* Parse argv[1..] into dst; given[i] (when not NULL, n entries) is set to 1 for each option i that
  * appeared. -1 with one line in err on: an argument not starting with --, an unknown option, a flag given
- * a value, a missing, empty or malformed value. An option given again overrides the earlier value. */
+ * a value, a missing, empty or malformed value, an option given a second time. */
 int cli_parse(const cli_opt *opts, int n, void *dst, unsigned char *given, int argc, char **argv, char *err,
               size_t errlen);
 /* The inverse for one option: its current value in dst as command-line text ("--name", then the value

@@ -60,6 +60,11 @@ static int num(rd *r, json_t *obj, const char *path, const char *key, int req, i
     if (range == POS && (x < 1e-9 || x > 1e9))
         return bad(r, p, "%g is not a plausible figure in its units (GB/s, TFLOP/s, us: 1e-9 to 1e9)", x);
     if (range == FRACTION && !(x > 0 && x <= 1)) return bad(r, p, "must be in (0, 1] (got %g)", x);
+    if (range == FRACTION && x < 1e-9) return bad(r, p, "%g is not a plausible fraction (1e-9 to 1)", x);
+    /* a time in microseconds may be 0 (none), else as plausible as a rate */
+    size_t kl = strlen(key);
+    if (range == NONNEG && x > 0 && kl > 3 && !strcmp(key + kl - 3, "_us") && (x < 1e-9 || x > 1e9))
+        return bad(r, p, "%g is not a plausible figure in its units (us: 0, or 1e-9 to 1e9)", x);
     *out = x;
     return 0;
 }
@@ -90,6 +95,8 @@ static int string(rd *r, json_t *obj, const char *path, const char *key, int req
     if (!v || json_is_null(v)) return req ? bad(r, p, "missing") : 1;
     if (!json_is_string(v) || !*json_string_value(v)) return bad(r, p, "must be a non-empty string");
     if (strlen(json_string_value(v)) >= cap) return bad(r, p, "longer than %zu characters", cap - 1);
+    for (const unsigned char *c = (const unsigned char *)json_string_value(v); *c; c++)
+        if (*c < 0x20 || *c == 0x7f) return bad(r, p, "holds a control character (byte %d): one line of text only", *c);
     snprintf(out, cap, "%s", json_string_value(v));
     return 0;
 }
@@ -120,6 +127,8 @@ static int pairs(rd *r, json_t *a, const char *p, int yrange, double *x, double 
         if (i > 0 && !(a0 > x[i - 1])) return bad(r, q, "x must increase (%g after %g)", a0, x[i - 1]);
         if (!isfinite(a1) || (yrange == POS && !(a1 > 0)) || (yrange == FRACTION && !(a1 > 0 && a1 <= 1)))
             return bad(r, q, "%s (got %g)", yrange == FRACTION ? "y must be in (0, 1]" : "y must be > 0", a1);
+        if (a1 < 1e-9 || (yrange == POS && a1 > 1e9)) /* a denormal or a unit mistake (us, fractions) */
+            return bad(r, q, "y %g is not a plausible figure in its units (1e-9 to %s)", a1, yrange == POS ? "1e9" : "1");
         x[i] = a0; y[i] = a1;
     }
     *n = (int)json_array_size(a);
@@ -137,7 +146,7 @@ static int op_of(const char *s) {
 
 static int parse_gemm(rd *r, json_t *a, cost_machine *m) {
     const char *p = "compute.gemm";
-    if (!json_is_array(a)) return bad(r, p, "must be an array of {op, m, n, k, us}");
+    if (!json_is_array(a) || json_array_size(a) == 0) return bad(r, p, "must be a non-empty array of {op, m, n, k, us}");
     m->ngemm = (int)json_array_size(a);
     m->gemm = calloc((size_t)(m->ngemm ? m->ngemm : 1), sizeof *m->gemm);
     if (!m->gemm) return bad(r, p, "out of memory");
@@ -258,6 +267,13 @@ static int parse_comm(rd *r, json_t *c, cost_machine *m) {
         char q[64];
         snprintf(q, sizeof q, "comm.collectives[%zu]", i);
         if (parse_coll(r, e, q, &m->coll[i])) return -1;
+        for (size_t k = 0; k < i; k++) { /* two tables of one collective: which one a look-up finds is chance */
+            const cost_coll *a0 = &m->coll[k], *b0 = &m->coll[i];
+            if (a0->kind == b0->kind && a0->scope == b0->scope && a0->ranks == b0->ranks &&
+                a0->ranks_per_host == b0->ranks_per_host && a0->host_ranks == b0->host_ranks && a0->host == b0->host &&
+                a0->started == b0->started)
+                return bad(r, q, "the same collective as comm.collectives[%zu] (kind, scope, ranks, host): give one table", k);
+        }
     }
     return 0;
 }

@@ -179,6 +179,11 @@ int job_build(job_t *j, int world, int rank, char *err, size_t errlen) {
                                                   j->B, j->T, (long long)j->B * j->T, (int)PLAN_MAX_TOKENS);
     int ckpt;
     if (model_parse_checkpointing(o->ckpt, &j->cfg, &ckpt, e, sizeof e)) BAD("%s", e);
+    if (!strncmp(o->ckpt, "every:", 6)) { /* one spelling per K: every:01 or every:+2 would name a cell twice */
+        char canon[32];
+        snprintf(canon, sizeof canon, "every:%d", ckpt);
+        if (strcmp(canon, o->ckpt)) BAD("--checkpoint-activations %.80s: write K in digits without sign or leading zeros (%s)", o->ckpt, canon);
+    }
     int ga_set = job_given(j, "grad-accum"), gb_set = job_given(j, "global-batch");
     if (ga_set && (o->grad_accum < 1 || o->grad_accum > PLAN_MAX_GRAD_ACCUM))
         BAD("--grad-accum must be in 1..%d (got %d)", PLAN_MAX_GRAD_ACCUM, o->grad_accum);

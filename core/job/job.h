@@ -58,7 +58,7 @@ typedef struct job {
 /* build/train's defaults, nothing given */
 void job_init(job_t *j);
 /* job_init, then argv through the option table (the bare --checkpoint-activations is full). 0, or -1 with
- * one line in err (unknown option, bad value; an option given twice keeps its last value). */
+ * one line in err (unknown option, bad value, an option given twice). */
 int job_parse(job_t *j, int argc, char **argv, char *err, size_t errlen);
 /* was option NAME (without --) given? */
 int job_given(const job_t *j, const char *name);

@@ -20,6 +20,18 @@ static void print_plan_row(const char *label, const mem_stats *s) {
 }
 
 
+/* --batch-size max --global-batch G where batch 1 fits but no micro-batch that fits divides G/dp into at
+ * most PLAN_MAX_GRAD_ACCUM: that limit is the reason, said (exit 2), not "no micro-batch fits" */
+static int too_many_micro_batches(const plan_req *q, const mesh_t *m, const model_opts *mo, int gper) {
+    char err[512];
+    int bmax = plan_max_batch(q->E, q->cfg, q->world, q->tp, mo, q->budget, err, sizeof err);
+    if (bmax < 1) bmax = 1;
+    say("--global-batch %d on mesh %dx%d is %d sequences per DP rank: micro-batches of at most %d fit, so a step "
+        "would take more than %d micro-batches, the most this engine supports (give --global-batch at most %lld)",
+        q->global_batch, m->dp, m->tp, gper, bmax, PLAN_MAX_GRAD_ACCUM, (long long)m->dp * bmax * PLAN_MAX_GRAD_ACCUM);
+    return 2;
+}
+
 int plan_report(const plan_req *q) {
     char err[512];
     int W = q->world;
@@ -49,6 +61,7 @@ int plan_report(const plan_req *q) {
             mem_stats s; int w;
             if (plan_world(q->E, q->cfg, W, q->tp, &mo, 0, &s, &w, err, sizeof err)) { say("%s", err); return 2; }
             at1 = s, none_fits = 1;
+            if (gper && !s.overflow && s.total_peak <= q->budget) return too_many_micro_batches(q, &m, &mo, gper);
             char need[32], have[32], st[32];
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));

@@ -302,6 +302,39 @@ static char *chart_vars(const sweep_report_ctx *c, const chart *ch, const char *
     return b.p;
 }
 
+/* One chart in one format into its temp file ".<out>.<fmt>.tmp": 1 complete, 0 not (why in err when
+ * err is still empty), -1 interrupted (Ctrl-C reached gnuplot). */
+static int draw_one(const sweep_report_ctx *c, const chart *ch, const char *fmt, const char *log, const char *common,
+                    char *err, size_t el) {
+    char script[4200], tmp[PATH_MAX + 64];
+    char *vars = chart_vars(c, ch, fmt);
+    if (!vars) {
+        if (!err[0]) errmsg_set(err, el, "chart %s.%s: out of memory", ch->out, fmt);
+        return 0;
+    }
+    snprintf(script, sizeof script, "%s/%s", c->plots_dir, ch->script);
+    char *argv[] = {(char *)c->gnuplot, "-e", vars, (char *)common, script, NULL};
+    sweep_launch_opts o = {.argv = argv, .log_path = log, .append = 1, .cwd = c->dir, .timeout_s = 120};
+    sweep_launch_result r;
+    snprintf(tmp, sizeof tmp, "%s/.%s.%s.tmp", c->dir, ch->out, fmt);
+    int rc = sweep_launch(&o, &r);
+    free(vars);
+    if (r.outcome == SWEEP_LAUNCH_INTERRUPTED || sweep_launch_interrupted()) return -1;
+    struct stat st;
+    int ran = rc == 0 && r.outcome == SWEEP_LAUNCH_EXITED && r.exit_code == 0;
+    int wrote = ran && stat(tmp, &st) == 0 && st.st_size > 0;
+    if (wrote && sweep_chart_complete(tmp)) return 1; /* gnuplot exits 0 on a full disk: checked */
+    if (!err[0])
+        errmsg_set(err, el, "chart %s.%s: %s", ch->out, fmt,
+                   rc != 0 ? r.error
+                   : wrote ? "gnuplot wrote an incomplete file (disk full?); removed"
+                   : ran   ? "gnuplot wrote no output"
+                           : "gnuplot failed (see gnuplot.log)");
+    return 0;
+}
+
+/* Every chart is drawn into a temp file first and moved into place only once all are drawn: Ctrl-C while
+ * drawing leaves the folder's charts as they were (an earlier invocation's set, or none), never a mix. */
 int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
     char log[4200], common[4200];
     snprintf(log, sizeof log, "%s/gnuplot.log", c->dir);
@@ -310,47 +343,36 @@ int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t el) {
         errmsg_set(err, el, "cannot truncate %s: %s", log, strerror(errno));
         return -1;
     }
-    int failed = 0;
     err[0] = '\0';
     chart charts[SWEEP_MAX_CHARTS];
-    int n_charts = chart_list(c, charts, SWEEP_MAX_CHARTS);
+    int n_charts = chart_list(c, charts, SWEEP_MAX_CHARTS), failed = 0, interrupted = 0;
+    unsigned char done[SWEEP_MAX_CHARTS][2] = {{0}};
+    for (int i = 0; i < n_charts && !interrupted; i++)
+        for (int f = 0; f < 2 && !interrupted; f++) {
+            int d = draw_one(c, &charts[i], f ? "svg" : "png", log, common, err, el);
+            interrupted = d < 0;
+            done[i][f] = d > 0;
+        }
+    for (int i = 0; i < n_charts; i++)
+        for (int f = 0; f < 2; f++) {
+            char tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+            const char *fmt = f ? "svg" : "png";
+            snprintf(tmp, sizeof tmp, "%s/.%s.%s.tmp", c->dir, charts[i].out, fmt);
+            snprintf(final, sizeof final, "%s/%s.%s", c->dir, charts[i].out, fmt);
+            if (!interrupted && done[i][f] && rename(tmp, final) == 0) continue;
+            if (!interrupted && done[i][f] && !err[0]) errmsg_set(err, el, "cannot move %s into place: %s", tmp, strerror(errno));
+            unlink(tmp);
+            if (interrupted) continue;
+            unlink(final); /* no chart from an earlier invocation stands in for this one */
+            failed++;
+        }
+    if (interrupted) {
+        errmsg_set(err, el, "interrupted while drawing the charts");
+        return SWEEP_CHARTS_INTERRUPTED;
+    }
     if (!any_prediction(c)) {   /* no prediction chart of an earlier invocation stays */
         char old[PATH_MAX + 64];
         for (int f = 0; f < 2; f++) { snprintf(old, sizeof old, "%s/prediction.%s", c->dir, f ? "svg" : "png"); unlink(old); }
-    }
-    for (int i = 0; i < n_charts; i++) {
-        for (int f = 0; f < 2; f++) {
-            const char *fmt = f ? "svg" : "png";
-            char script[4200], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
-            char *vars = chart_vars(c, &charts[i], fmt);
-            if (!vars) {
-                errmsg_set(err, el, "chart %s.%s: out of memory", charts[i].out, fmt);
-                return -1;
-            }
-            snprintf(script, sizeof script, "%s/%s", c->plots_dir, charts[i].script);
-            char *argv[] = {(char *)c->gnuplot, "-e", vars, common, script, NULL};
-            sweep_launch_opts o = {.argv = argv, .log_path = log, .append = 1, .cwd = c->dir, .timeout_s = 120};
-            sweep_launch_result r;
-            snprintf(tmp, sizeof tmp, "%s/.%s.%s.tmp", c->dir, charts[i].out, fmt);
-            snprintf(final, sizeof final, "%s/%s.%s", c->dir, charts[i].out, fmt);
-            int rc = sweep_launch(&o, &r);
-            free(vars);
-            struct stat st;
-            int ran = rc == 0 && r.outcome == SWEEP_LAUNCH_EXITED && r.exit_code == 0;
-            int wrote = ran && stat(tmp, &st) == 0 && st.st_size > 0;
-            int complete = wrote && sweep_chart_complete(tmp); /* gnuplot exits 0 on a full disk */
-            if (complete && rename(tmp, final) == 0) continue;
-            unlink(tmp);
-            unlink(final); /* no chart from an earlier invocation stands in for this one */
-            if (!failed)
-                errmsg_set(err, el, "chart %s.%s: %s", charts[i].out, fmt,
-                           rc != 0   ? r.error
-                           : wrote   ? "gnuplot wrote an incomplete file (disk full?); removed"
-                           : ran     ? "gnuplot wrote no output"
-                                     : "gnuplot failed (see gnuplot.log)");
-            failed++;
-            if (r.outcome == SWEEP_LAUNCH_INTERRUPTED) return -1;
-        }
     }
     return failed ? -1 : 0;
 }

@@ -8,7 +8,9 @@
 int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t errlen);
 /* Draws loss, loss_tokens, loss_time, throughput, memory, max_batch (a grid: max_batch_<axis> and
  * throughput_<axis> instead of max_batch), and prediction where a mesh has a predicted step, as .png and .svg (gnuplot output goes to
- * gnuplot.log in the folder). Draws what it can; -1 if any chart failed. */
+ * gnuplot.log in the folder). Draws what it can; -1 if any chart failed; SWEEP_CHARTS_INTERRUPTED when Ctrl-C
+ * came while drawing (then no chart of the folder changed: all are drawn to temp files first). */
+#define SWEEP_CHARTS_INTERRUPTED (-2)
 int sweep_draw_charts(const sweep_report_ctx *c, char *err, size_t errlen);
 /* The charts of this sweep ("loss", ..., in a grid "max_batch_ac" per axis), at most cap names, in the
  * order of the report; the plan-only set with c->plan_only. Returns how many. */

@@ -380,6 +380,24 @@ static int value_agrees(const sweep_spec *s, const sweep_mesh *c, int k, json_t 
     return 0;
 }
 
+/* 1 (why in buf) when an ok record's micro-batches per step are not the cell's: the runner passes no
+ * --grad-accum, so they are global_batch / (dp x batch) with a matched global batch, else 1 (a record
+ * copied in from a run with other options, e.g. --grad-accum in its extra_args). */
+static int accum_mismatch(const sweep_spec *s, const sweep_mesh *m, json_t *rec, char *buf, size_t cap) {
+    json_t *jn = json_object_get(rec, "grad_accum"), *jg = json_object_get(rec, "global_batch"), *jb = json_object_get(rec, "batch_size");
+    long long n = json_is_integer(jn) ? json_integer_value(jn) : -1, g = json_is_integer(jg) ? json_integer_value(jg) : -1;
+    long long b = json_is_integer(jb) ? json_integer_value(jb) : -1, want = 1;
+    const char *st = json_string_value(json_object_get(rec, "status"));
+    if (!st || strcmp(st, "ok") != 0) return 0;
+    if (s->batch_mode == SWEEP_BATCH_MATCHED && b > 0 && m->global_batch % (m->dp * b) == 0)
+        want = m->global_batch / (m->dp * b);
+    if (n < 0 && g < 0) return 0; /* a record of before accumulation: one micro-batch */
+    if (n == want && g == (long long)m->dp * b * want) return 0;
+    snprintf(buf, cap, "the record is of %lld micro-batches per step (global batch %lld); asked: %lld (global batch %lld)",
+             n, g, want, (long long)m->dp * b * want);
+    return 1;
+}
+
 const char *sweep_cell_record_mismatch(const sweep_spec *s, const sweep_mesh *c, json_t *rec, char *buf, size_t cap) {
     if (s->batch_mode == SWEEP_BATCH_MATCHED) {
         json_t *g = json_object_get(rec, "global_batch"), *mb = json_object_get(rec, "micro_batch");
@@ -395,6 +413,7 @@ const char *sweep_cell_record_mismatch(const sweep_spec *s, const sweep_mesh *c,
             return buf;
         }
     }
+    if (accum_mismatch(s, c, rec, buf, cap)) return buf;
     json_t *cfg = json_object_get(rec, "config");
     for (int k = 0; k < s->n_axes; k++) {
         json_t *v = json_object_get(cfg, s->axes[k].key);

@@ -4,6 +4,7 @@
  * build/calibrate and build/train, here only its name and calibration date are read. */
 #include "core/sweep/machine.h"
 #include "core/job/catalog.h"
+#include "core/cost/machine.h"
 #include "core/sweep/launch.h"
 #include "core/sweep/runner.h"
 
@@ -194,4 +195,38 @@ json_t *sweep_machine_json(const sweep_machine *mi) {
                                                 : json_null());
     json_object_set_new(j, "note", mi->note[0] ? json_string(mi->note) : json_null());
     return j;
+}
+
+void sweep_machine_dry(const sweep_runner *R, int plan_only) {
+    const char *mode = getenv("MESHSWEEP_CALIBRATE"), *given = getenv("MESHSWEEP_MACHINE");
+    char dir[PATH_MAX], path[PATH_MAX], err[600];
+    snprintf(dir, sizeof dir, "%s", R->train);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    if (given && !strcmp(given, "none")) { fprintf(stderr, "sweep: machine model: none (MESHSWEEP_MACHINE=none)\n"); return; }
+    if (strcmp(R->spec->backend, "cpu")) {
+        fprintf(stderr, "sweep: machine model: %s%s, each run its device's shipped model\n", R->spec->gpu ? "plans: gpu " : "",
+                R->spec->gpu ? R->spec->gpu : "plans: none");
+        return;
+    }
+    if (given && *given) snprintf(path, sizeof path, "%s", given);
+    else if (catalog_machine_path(dir, path, sizeof path)) {
+        fprintf(stderr, "sweep: machine model: none (no machine file path for this host)\n");
+        return;
+    }
+    if (access(path, F_OK) != 0) {
+        int calib = !plan_only && !(mode && !strcmp(mode, "0")) && !(given && *given);
+        fprintf(stderr, "sweep: machine model: %s does not exist: %s\n", path,
+                calib ? "a run would calibrate it first (a minute or two)" : "no predictions");
+        return;
+    }
+    cost_machine m;
+    if (cost_machine_load(path, &m, err, sizeof err)) { /* the plans above refuse it too */
+        fprintf(stderr, "sweep: machine model: %s\n", err);
+        return;
+    }
+    fprintf(stderr, "sweep: machine model: %s (%s, calibrated %s)%s\n", path, m.name, m.calibrated[0] ? m.calibrated : "?",
+            plan_only || (mode && !strcmp(mode, "0")) ? "" : "; a run checks its drift first");
+    cost_machine_free(&m);
 }

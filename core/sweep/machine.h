@@ -32,4 +32,7 @@ int sweep_machine_prepare(sweep_runner *R, int plan_only, sweep_machine *mi);
 double sweep_machine_drift(const sweep_machine *mi);
 /* summary.json's "machine" (new reference) */
 json_t *sweep_machine_json(const sweep_machine *mi);
+/* --dry-run: one line on stderr naming the machine model the sweep would predict with (the file read
+ * and checked as a real run reads it), or why there would be none; nothing is calibrated or launched. */
+void sweep_machine_dry(const sweep_runner *R, int plan_only);
 #endif

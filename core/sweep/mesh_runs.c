@@ -287,6 +287,24 @@ static void judge(sweep_runner *R, const sweep_mesh *m, int kind, int batch, con
     }
 }
 
+/* 1 when a launch that left no record failed in srun itself, before any rank ran train: no Slurm
+ * configuration, or no controller to reach (every other launch would fail the same way). srun's line
+ * goes to out. */
+static int srun_unreachable(const sweep_runner *R, const char *log, char *out, size_t cap) {
+    static const char *const signs[] = {"Could not establish a configuration source", "Unable to contact slurm controller",
+                                        "s_p_parse_file: cannot stat file"};
+    if (!sweep_launcher_is_srun(R->spec)) return 0;
+    char text[4000];
+    sweep_tail_lines(log, 40, text, sizeof text);
+    int found = 0;
+    for (char *t = strtok(text, "\n"); t; t = strtok(NULL, "\n")) {
+        if (!strncmp(t, "train: ", 7)) return 0; /* train ran: the failure is the run's own */
+        for (size_t k = 0; !found && k < sizeof signs / sizeof signs[0]; k++)
+            if (!strncmp(t, "srun: ", 6) && strstr(t, signs[k])) found = 1, snprintf(out, cap, "%s", t);
+    }
+    return found;
+}
+
 /* Run train once (kind RUN or PROBE) as runs/<base>.{json,log}, or reuse a final record.
  * Returns 0 (o filled; a failed run is still 0) or SWEEP_EXIT_INTERRUPTED. */
 static int launch_train(sweep_runner *R, const sweep_mesh *m, int kind, int batch, const char *base, launch_out *o) {
@@ -355,6 +373,8 @@ static int launch_train(sweep_runner *R, const sweep_mesh *m, int kind, int batc
         rec = NULL;
     } else {
         judge(R, m, kind, batch, &lr, &rec, log, o, &modified);
+        if (!rec && srun_unreachable(R, log, R->launcher_down, sizeof R->launcher_down))
+            snprintf(o->error, sizeof o->error, "srun cannot reach a Slurm controller: %s", R->launcher_down);
     }
     if (rec && !modified) {
         /* train's own record, byte for byte */

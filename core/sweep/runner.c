@@ -171,14 +171,17 @@ static const char *key_of(const char *msg) {
     return k ? k : "extra_args";
 }
 
-/* The cells' measured runs, as plans (train --plan with the run's options, SWEEP_ARGV_CHECK): when train
- * would refuse every one of them (exit 2: seq_len past the model's positions, an unknown gpu, gpu with
- * a byte budget, warmup not below steps, an unknown option in extra_args, a tp that divides no cell's
- * heads, ...), the sweep stops here, naming the key of the first refusal, before a folder is made. A
- * cell that train accepts ends the check (a plan takes milliseconds; usually one is made); the cells
- * refused while others are not are the sweep's to record as failed, as any run that fails. A cell
- * that only does not fit (exit 3) is not a fault of the spec. 0, or -1 with err. */
-static int check_cells(const sweep_runner *R, char *err, size_t el) {
+/* The cells' measured runs, as plans (train --plan with the run's options, SWEEP_ARGV_CHECK), every cell
+ * (milliseconds each): when train would refuse every one of them (exit 2: seq_len past the model's
+ * positions, an unknown gpu, gpu with a byte budget, warmup not below steps, an unknown option in
+ * extra_args, a tp that divides no cell's heads, ...), the sweep stops here, naming the key of the first
+ * refusal, before a folder is made. The cells refused while others are not are the sweep's to record as
+ * failed, as any run that fails; why[i] (when not NULL, 300 bytes per cell) holds train's line for each
+ * refused cell, "" for the others. A cell that only does not fit (exit 3) is not a fault of the spec.
+ * 0, or -1 with err. */
+#define SWEEP_WHY 300
+static int check_cells(const sweep_runner *R, char (*why)[SWEEP_WHY], char *err, size_t el) {
+    _Static_assert(sizeof *R->refused == SWEEP_WHY, "one line per cell");
     const sweep_spec *s = R->spec;
     char dir[] = "/tmp/meshsweep-check.XXXXXX";
     if (!mkdtemp(dir)) return 0; /* nowhere to check: the launches will say it */
@@ -186,8 +189,9 @@ static int check_cells(const sweep_runner *R, char *err, size_t el) {
     snprintf(out, sizeof out, "%s/plan.json", dir);
     snprintf(log, sizeof log, "%s/plan.log", dir);
     int rc = 0, refused = 0;
-    for (int i = 0; i < s->n_cells && refused == i; i++) {
+    for (int i = 0; i < s->n_cells; i++) {
         const sweep_mesh *m = &s->cells[i];
+        if (why) why[i][0] = '\0';
         sweep_argv a = {0};
         if (sweep_train_argv(s, m, SWEEP_ARGV_CHECK, m->batch_size > 0 ? m->batch_size : 1, R->train, out, &a)) {
             sweep_argv_free(&a);
@@ -203,6 +207,7 @@ static int check_cells(const sweep_runner *R, char *err, size_t el) {
                 if (!strncmp(t, "train: ", 7)) snprintf(line, sizeof line, "%s", t + 7);
             if (!refused) snprintf(err, el, "%s: build/train refuses cell %s: %s", key_of(line), m->name,
                                    line[0] ? line : "(no reason given)");
+            if (why) snprintf(why[i], SWEEP_WHY, "%s", line[0] ? line : "(no reason given)");
             refused++;
         }
         sweep_argv_free(&a);
@@ -315,9 +320,14 @@ static int dry_run(sweep_runner *R, const char *base, int plan_only) {
     char what[64];
     sweep_count_text(s, what, sizeof what);
     fprintf(stderr, "sweep: %s; results would go to %s/<UTC timestamp>/ (or the latest matching one)\n", what, base);
+    sweep_machine_dry(R, plan_only);
     for (int i = 0; i < s->n_cells; i++) {
         const sweep_mesh *m = &s->cells[i];
         R->idx = i + 1;
+        if (R->refused && R->refused[i][0]) { /* its run would fail: say why instead of its commands */
+            sweep_progress(R, m, "refused by build/train --plan (its run would fail): %s\n", R->refused[i]);
+            continue;
+        }
         sweep_argv a = {0};
         int max = sweep_batch_searched(s);
         if (max || plan_only) {
@@ -363,7 +373,16 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
         fprintf(stderr, "sweep: %s\n", err);
         ok = 0;
     }
-    int charts_ok = ok && sweep_draw_charts(&c, err, sizeof err) == 0;
+    int charts_rc = ok ? sweep_draw_charts(&c, err, sizeof err) : -1, charts_ok = ok && charts_rc == 0;
+    if (charts_rc == SWEEP_CHARTS_INTERRUPTED) { /* the folder's report set is as it was: no summary without its report */
+        char rep[PATH_MAX];
+        sweep_pathf(rep, sizeof rep, "%s/report.md", R->dir);
+        fprintf(stderr, "sweep: interrupted (%s) while drawing the charts: the report set is left as it was (%s); complete "
+                "runs are kept in %s (run the same command again to write the report)\n",
+                sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT",
+                access(rep, F_OK) == 0 ? "the earlier report" : "none", R->dir);
+        return SWEEP_EXIT_INTERRUPTED;
+    }
     if (ok && !charts_ok) fprintf(stderr, "sweep: %s\n", err);
     /* after the charts: summary.json lists only those that exist */
     if (sweep_write_summary_json(&c, err, sizeof err) || sweep_write_summary_csv(&c, err, sizeof err)) {
@@ -371,9 +390,14 @@ static int write_outputs(sweep_runner *R, sweep_result *res, const char *started
         ok = 0;
     }
     int report_ok = 0;
-    if (sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
-    else if (ok && sweep_write_report_md(&c, charts_ok, err, sizeof err) != 0) fprintf(stderr, "sweep: %s\n", err);
+    /* Ctrl-C after the charts: the report is still written (milliseconds), so the set is whole */
+    if (ok && sweep_write_report_md(&c, charts_ok, err, sizeof err) != 0) fprintf(stderr, "sweep: %s\n", err);
     else report_ok = ok;
+    if (sweep_launch_interrupted()) {
+        status = SWEEP_EXIT_INTERRUPTED;
+        fprintf(stderr, "sweep: interrupted (%s) while writing the report: it was completed in %s\n",
+                sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", R->dir);
+    }
     if ((s->batch_mode == SWEEP_BATCH_GLOBAL || s->batch_mode == SWEEP_BATCH_MATCHED) && !plan_only)
         for (int t = 0; t < s->n_settings; t++) {
             sweep_deviation d;
@@ -431,11 +455,18 @@ static int run_all(sweep_runner *R, const char *started, int plan_only) {
             status = SWEEP_EXIT_IO;
             break;
         }
+        if (R->launcher_down[0]) { /* srun itself failed: every other launch would too */
+            status = SWEEP_EXIT_USAGE;
+            break;
+        }
     }
     if (status == 0 && sweep_launch_interrupted()) status = SWEEP_EXIT_INTERRUPTED;
     if (status == SWEEP_EXIT_INTERRUPTED)
         fprintf(stderr, "sweep: interrupted (%s); complete runs are kept in %s (run the same command again to resume)\n",
                 sweep_launch_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", R->dir);
+    else if (status == SWEEP_EXIT_USAGE)
+        fprintf(stderr, "sweep: stopped: srun cannot reach a Slurm controller (%s): run the sweep inside an allocation "
+                "(sbatch, salloc) on a host with a Slurm configuration; complete runs are kept in %s\n", R->launcher_down, R->dir);
     else if (status == SWEEP_EXIT_IO)
         fprintf(stderr, "sweep: stopped: the results folder cannot be written; complete runs are kept in %s\n",
                 R->dir);
@@ -453,15 +484,25 @@ static int run_spec(sweep_runner *R, const sweep_run_opts *o) {
     int rc = setup_runner(R, o);
     if (rc) return rc;
     sweep_inputs in = {0};
-    if (check_inputs(s, o->plan_only, &in, err, sizeof err) != 0 || (!o->dry_run && check_cells(R, err, sizeof err))) {
+    /* a dry run checks what a run checks: the inputs, then every cell as a plan (it names each refused cell) */
+    R->refused = o->dry_run ? calloc((size_t)s->n_cells, sizeof *R->refused) : NULL;
+    if (o->dry_run && !R->refused) {
+        fprintf(stderr, "sweep: out of memory\n");
+        return SWEEP_EXIT_IO;
+    }
+    if (check_inputs(s, o->plan_only, &in, err, sizeof err) != 0 || check_cells(R, R->refused, err, sizeof err)) {
         fprintf(stderr, "sweep: %s: %s\n", o->spec_path, err);
         sweep_inputs_free(&in);
+        free(R->refused);
+        R->refused = NULL;
         return SWEEP_EXIT_USAGE;
     }
     R->inputs = o->plan_only ? NULL : &in;
     rc = run_checked(R, o);
     R->inputs = NULL;
     sweep_inputs_free(&in);
+    free(R->refused);
+    R->refused = NULL;
     return rc;
 }
 

@@ -66,6 +66,8 @@ typedef struct sweep_runner {
     const char *spec_path;      /* the spec file (build/calibrate measures its steps) */
     struct sweep_machine *machine; /* the machine model of the predictions (core/sweep/machine.h) */
     const struct sweep_inputs *inputs; /* what the inputs hold (core/sweep/inputs.h); NULL with --plan-only */
+    char (*refused)[300];       /* --dry-run: per cell, train's line when its plan refuses it, else "" */
+    char launcher_down[300];    /* srun's own failure (no controller): the sweep stops at the first one */
 } sweep_runner;
 
 void sweep_progress(const sweep_runner *R, const sweep_mesh *m, const char *fmt, ...)

@@ -471,6 +471,13 @@ static int parse_root(json_t *root, sweep_spec *s, char *err, size_t el) {
         return -1;
     for (int i = 0; i < s->n_extra_args; i++) {
         const char *key = sweep_owned_option(s->extra_args[i]);
+        const char *a = s->extra_args[i];
+        if (!strncmp(a, "--grad-accum", 12) && (a[12] == '\0' || a[12] == '=')) { /* the record, the progress and the report
+                                                                                 * would count the batch apart */
+            errmsg_set(err, el, "extra_args[%d]: \"%.40s\": the micro-batches per step come from \"global_batch\" "
+                       "(the runner derives them); remove it", i, a);
+            return -1;
+        }
         if (key) {
             errmsg_set(err, el, "extra_args[%d]: \"%.40s\" is set by the runner (from %s); remove it", i,
                        s->extra_args[i], key);
