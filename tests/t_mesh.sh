@@ -57,6 +57,33 @@ run_mesh 1x8_gathered 1 8 --sp-activations gathered
 run_mesh 2x4_gathered 2 4 --sp-activations gathered
 run_mesh 2x2_ckpt_gathered 2 2 --checkpoint-activations --sp-activations gathered
 
+# HSDP meshes R x S x tp (docs/semantics.md#hsdp): parameters, gradients and AdamW state sharded over S,
+# the gradient reduce-scattered within the shard group and then all-reduced across the R replicas; the
+# batch's data-parallel degree is dp = R * S. Each against the 1-rank run at the same global batch of 8:
+# with sequence parallel (the default at tp > 1), without it, with accumulation each|last (micro-batch
+# 1, so the replica all-reduce must wait for the last micro-batch), with checkpointing, and S = 1.
+run_mesh 2x2x2 4 2 --replicate 2
+run_mesh 2x4x1 8 1 --replicate 2
+run_mesh 4x2x1 8 1 --replicate 4
+run_mesh 2x1x4 2 4 --replicate 2
+run_mesh 2x2x2_accum 4 2 --replicate 2 --batch-size 1 --global-batch 8
+run_mesh 2x1x4_accum_last 2 4 --replicate 2 --batch-size 1 --global-batch 8 --accum-reduce last
+run_mesh 2x2x2_nosp_ckpt 4 2 --replicate 2 --no-sequence-parallel --checkpoint-activations
+# the record names the mesh's replicate and shard degrees
+/usr/bin/python3 - "$T/2x2x2.json" <<'PY' && ok mesh_hsdp_record_mesh || fail mesh_hsdp_record_mesh "mesh object of the 2x2x2 record"
+import json, sys
+m = json.load(open(sys.argv[1]))["mesh"]
+sys.exit(0 if (m["world"], m["dp"], m["tp"], m["replicate"], m["shard"]) == (8, 4, 2, 2, 2) else 1)
+PY
+# bad meshes: one line, exit 2 on every rank, no record written
+for r in 3 0 16; do
+  rm -f "$T/bad.json"
+  "${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --tp 2 --replicate $r --out "$T/bad.json" >"$T/bad.log" 2>&1
+  rc=$?; n=$(grep -c '^train: --replicate' "$T/bad.log")
+  if [ $rc = 2 ] && [ "$n" = 1 ] && [ ! -e "$T/bad.json" ] && ! grep -Eq 'Exit code: *([013-9]|2[0-9])' "$T/bad.log"; then ok "mesh_hsdp_bad_replicate_$r"
+  else fail "mesh_hsdp_bad_replicate_$r" "exit $rc, $n lines: $(head -3 "$T/bad.log" | tr '\n' ' ')"; fi
+done
+
 # tied embeddings (one tensor is the embedding and lm_head, vocabulary-parallel by rows) with llama3
 # rope_scaling (hd 8: wavelengths 6.3 kept, 63 interpolated, 628 and 6283 divided): every mesh against
 # its own 1-rank run; the checkpoints hold model.embed_tokens.weight and no lm_head.weight
