@@ -75,6 +75,24 @@ import json, sys
 m = json.load(open(sys.argv[1]))["mesh"]
 sys.exit(0 if (m["world"], m["dp"], m["tp"], m["replicate"], m["shard"]) == (8, 4, 2, 2, 2) else 1)
 PY
+# checkpoints between meshes (the format is unsharded HF tensors): the 2x2x2 run's file loaded with --init on
+# 4x2x1, 2x1x4, the 2D meshes 1x8 and 2x4 (R = 1), and one rank, and saved again without a step, is the same file
+# byte for byte; a file of other shapes is refused on a 3D mesh (one line, exit 2, nothing written)
+for m in "4 2 1" "2 1 4" "1 1 8" "1 2 4" "1 1 1"; do
+  set -- $m; name=${1}x${2}x${3}; [ "$1" = 1 ] && name=${2}x${3}
+  "${MPIRUN[@]}" -np $(($1 * $2 * $3)) "$BUILD/train" "${COMMON[@]}" --steps 0 --replicate $1 --tp $3 --init "$T/2x2x2.st" \
+    --save "$T/re_$name.st" >"$T/re_$name.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && cmp -s "$T/2x2x2.st" "$T/re_$name.st"; then ok "mesh_hsdp_checkpoint_2x2x2_to_$name"
+  else fail "mesh_hsdp_checkpoint_2x2x2_to_$name" "exit $rc or a different file: $(tail -2 "$T/re_$name.log" | tr '\n' ' ')"; fi
+done
+sed 's/"intermediate_size": 256/"intermediate_size": 192/' "$T/gqa.json" >"$T/other.json"
+rm -f "$T/other.st" "$T/other.out"
+"${MPIRUN[@]}" -np 8 "$BUILD/train" --model "$T/other.json" --seq-len 32 --steps 1 --tp 2 --replicate 2 --init "$T/2x2x2.st" \
+  --save "$T/other.st" --out "$T/other.out" >"$T/other.log" 2>&1
+rc=$?; n=$(grep -c 'wrong shape' "$T/other.log")
+if [ $rc = 2 ] && [ "$n" = 1 ] && [ ! -e "$T/other.st" ] && [ ! -e "$T/other.out" ]; then ok mesh_hsdp_checkpoint_other_shapes_refused
+else fail mesh_hsdp_checkpoint_other_shapes_refused "exit $rc, $n lines: $(head -2 "$T/other.log" | tr '\n' ' ')"; fi
 # bad meshes: one line, exit 2 on every rank, no record written
 for r in 3 0 16; do
   rm -f "$T/bad.json"
