@@ -10,6 +10,8 @@
 # per operation; over 10 steps we accept 1e-5 relative on losses and gradient norms, and 3e-4
 # absolute on parameters: Adam turns rounding noise in near-zero gradients into updates of up to
 # ~1e-5 per step (measured max 3e-5 after 10 steps); a real sharding bug moves parameters by ~lr = 3e-3.
+# HSDP meshes R x S x tp (2x2x2, 2x4x1, 4x2x1, 2x1x4, with accumulation each|last, SP off, checkpointing)
+# against the same 1-rank run; checkpoints moved between 3D and 2D meshes; bad --replicate refused.
 source "$(dirname "$0")/lib.sh"
 # 10 steps; 4 in the sanitizer build, which looks for memory errors and undefined behaviour: the mesh
 # runs take every code path by their third step (first-step allocations, the steady state with the
@@ -93,6 +95,12 @@ rm -f "$T/other.st" "$T/other.out"
 rc=$?; n=$(grep -c 'wrong shape' "$T/other.log")
 if [ $rc = 2 ] && [ "$n" = 1 ] && [ ! -e "$T/other.st" ] && [ ! -e "$T/other.out" ]; then ok mesh_hsdp_checkpoint_other_shapes_refused
 else fail mesh_hsdp_checkpoint_other_shapes_refused "exit $rc, $n lines: $(head -2 "$T/other.log" | tr '\n' ' ')"; fi
+# the CUDA engine does not run HSDP: refused with one line before anything starts (exit 2)
+"${MPIRUN[@]}" -np 2 "$BUILD/train" "${COMMON[@]}" --backend cuda --replicate 2 --out "$T/cuda.json" >"$T/cuda.log" 2>&1
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c '^train: --replicate 2: HSDP runs on --backend cpu only' "$T/cuda.log")" = 1 ] && [ ! -e "$T/cuda.json" ]; then
+  ok mesh_hsdp_cuda_refused
+else fail mesh_hsdp_cuda_refused "exit $rc: $(head -2 "$T/cuda.log" | tr '\n' ' ')"; fi
 # bad meshes: one line, exit 2 on every rank, no record written
 for r in 3 0 16; do
   rm -f "$T/bad.json"
