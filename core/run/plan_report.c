@@ -141,8 +141,10 @@ int plan_report(const plan_req *q) {
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
                               "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", dtype_name(q->E->dtype));
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
-        json_object_set_new(j, JOB_KEY(REPLICATE), json_integer(m.rep));
-        json_object_set_new(j, JOB_KEY(SHARD), json_integer(m.shard));
+        if (m.rep > 1) { /* HSDP; a 2D plan's record is as before */
+            json_object_set_new(j, JOB_KEY(REPLICATE), json_integer(m.rep));
+            json_object_set_new(j, JOB_KEY(SHARD), json_integer(m.shard));
+        }
         json_object_set_new(j, JOB_KEY(MICRO_BATCH), json_integer(B));
         json_object_set_new(j, JOB_KEY(GRAD_ACCUM), json_integer(N));
         json_object_set_new(j, JOB_KEY(ACCUM_REDUCE), json_string(mo.accum_reduce_last ? "last" : "each"));

@@ -191,15 +191,19 @@ static json_t *runner_record(const sweep_runner *R, const sweep_mesh *m, int bat
     const sweep_spec *s = R->spec;
     json_t *argv_j = json_array();
     for (int i = 0; argv && argv[i] && argv_j; i++) json_array_append_new(argv_j, json_string(argv[i]));
-    json_t *r = json_pack("{s:s, s:s, s:s, s:{s:s, s:i, s:i}, s:{s:i, s:i, s:i, s:i, s:i}, s:i, s:i, s:[], s:[], s:n, s:n}",
+    json_t *r = json_pack("{s:s, s:s, s:s, s:{s:s, s:i, s:i}, s:{s:i, s:i, s:i}, s:i, s:i, s:[], s:[], s:n, s:n}",
                           "schema", "meshsweep.run/1", "status", status, "error", error ? error : "", "config",
                           "model", s->model, "seq_len", m->seq_len, "steps", s->steps, "mesh", "world", s->world, "dp",
-                          m->dp, "tp", m->tp, "replicate", m->rep, "shard", m->dp / m->rep, "batch_size", batch, "global_batch",
+                          m->dp, "tp", m->tp, "batch_size", batch, "global_batch",
                           s->batch_mode == SWEEP_BATCH_MATCHED ? m->global_batch : m->dp * batch, "steps", "eval",
                           "summary", "memory");
     if (!r) {
         json_decref(argv_j);
         return NULL;
+    }
+    if (m->rep > 1) { /* HSDP, as build/train records it */
+        json_object_set_new(json_object_get(r, "mesh"), "replicate", json_integer(m->rep));
+        json_object_set_new(json_object_get(r, "mesh"), "shard", json_integer(m->dp / m->rep));
     }
     json_t *run = json_object();
     if (run) {
