@@ -15,6 +15,9 @@
  * reference a shared-memory transport can be compared with. The header lists every host of the job
  * with its ranks. A run that would measure nothing (one rank, or sizes below one float per rank) is
  * refused (exit 2), so "0 wrong" always means something was checked.
+ * --replicate R (HSDP, mesh R x S x T) adds the shard groups (S ranks, stride T) and the replica groups
+ * (R ranks: every S·T-th rank) with the one collective the engine runs on the latter, the all-reduce of
+ * the owned gradient slice (comm_mpi_hsdp_groups).
  * Not here: NCCL (this measures the MPI path only), in-place vs out-of-place variants, alltoall. */
 #include <errno.h>
 #include <jansson.h>
@@ -39,13 +42,14 @@
 
 /* ------------------------------------------------------------------ options */
 typedef struct opts {
-    int tp, iters, warmup, help;
+    int tp, replicate, iters, warmup, help;
     const char *min_bytes, *max_bytes, *memcpy_bytes, *json, *rs_algo;
 } opts;
 
 #define F(x) offsetof(opts, x)
 static const cli_opt OPTS[] = {
     {"tp", CLI_INT, F(tp), "T", "tensor-parallel degree of the mesh; dp = world / T (default 1: one DP group of all ranks)", 0, NULL, NULL},
+    {"replicate", CLI_INT, F(replicate), "R", "HSDP mesh R x S x T: also the shard groups (S ranks) and the replica groups (every S*T-th rank: all-reduce) (default 1)", 0, NULL, NULL},
     {"min-bytes", CLI_STR, F(min_bytes), "SIZE", "smallest message (whole array; default 1K), e.g. 4096, 1MiB (K/M/G = 1024 powers, as nccl-tests)", 0, NULL, NULL},
     {"max-bytes", CLI_STR, F(max_bytes), "SIZE", "largest message (default 64M, at most 1G); sizes double from --min-bytes", 0, NULL, NULL},
     {"iters", CLI_INT, F(iters), "N", "timed iterations per size (default 20)", 0, NULL, NULL},
@@ -74,7 +78,7 @@ static void usage(void) {
     printf("usage: mpirun -np W build/commbench [options]\n\n");
     cli_usage(stdout, OPTS, NOPTS);
     printf("\nOutput: one row per (group, collective, algorithm, size): size (B), count (float elements of the\n"
-           "whole array), group (tp|dp), ranks, collective, algo, time (us, max over ranks of the mean),\n"
+           "whole array), group (tp|dp, and shard|replica with --replicate), ranks, collective, algo, time (us, max over ranks of the mean),\n"
            "algbw and busbw (GB/s = 1e9 B/s, nccl-tests factors), #wrong. Rows not starting with '#' are data.\n"
            "exit codes: 0 ok, 1 failed (including #wrong > 0), 2 bad usage\n");
 }
@@ -276,10 +280,16 @@ typedef struct results {
     double bus_sum; int nrows;
     uint64_t wrong_total;
     /* reduce-scatter comparison: time of each algorithm per group and size, for the footer */
-    double rs_t[2][2][64]; uint64_t rs_bytes[2][64]; int rs_n[2];
+    double rs_t[4][2][64]; uint64_t rs_bytes[4][64]; int rs_n[4];
 } results;
 
-typedef struct gdef { const char *name; comm_group *g; } gdef;
+/* a kind of group; all_reduce_only: the replica group, where the engine runs nothing else */
+typedef struct gdef { const char *name; comm_group *g; int all_reduce_only; } gdef;
+static int g_ngroups = 2;
+static int measured(const gdef *g, const coll_def *c, int rs_mask) {
+    if (g->all_reduce_only) return c->kind == COMM_ALL_REDUCE;
+    return !c->rs || (c->rs & rs_mask);
+}
 
 /* the bytes of size s a group of `ranks` measures: every rank owns an equal whole number of floats,
  * as nccl-tests rounds; 0 when s is below one float per rank */
@@ -287,10 +297,11 @@ static uint64_t group_bytes(uint64_t s, int ranks) { uint64_t unit = sizeof(floa
 
 /* rows the run will measure (all ranks compute the same number) */
 static int planned_rows(const gdef *groups, uint64_t min_b, uint64_t max_b, int rs_mask) {
-    int ncoll = 0, rows = 0;
-    for (int ci = 0; ci < NCOLLS; ci++) ncoll += !COLLS[ci].rs || (COLLS[ci].rs & rs_mask);
-    for (int gi = 0; gi < 2; gi++) {
+    int rows = 0;
+    for (int gi = 0; gi < g_ngroups; gi++) {
         if (groups[gi].g->size < 2) continue;
+        int ncoll = 0;
+        for (int ci = 0; ci < NCOLLS; ci++) ncoll += measured(&groups[gi], &COLLS[ci], rs_mask);
         int si = 0;
         for (uint64_t s = min_b; s <= max_b && si < 64; s *= 2, si++) rows += group_bytes(s, groups[gi].g->size) ? ncoll : 0;
     }
@@ -298,7 +309,7 @@ static int planned_rows(const gdef *groups, uint64_t min_b, uint64_t max_b, int 
 }
 
 static void run_all(results *R, const gdef *groups, float *a, float *b, uint64_t min_b, uint64_t max_b, int rs_mask, const opts *o) {
-    for (int gi = 0; gi < 2; gi++) {
+    for (int gi = 0; gi < g_ngroups; gi++) {
         comm_group *g = groups[gi].g;
         if (g->size < 2) {
             if (g_rank0) printf("# %s groups have 1 rank: nothing to measure\n", groups[gi].name);
@@ -312,7 +323,7 @@ static void run_all(results *R, const gdef *groups, float *a, float *b, uint64_t
             if (!bytes) continue;
             for (int ci = 0; ci < NCOLLS; ci++) {
                 const coll_def *c = &COLLS[ci];
-                if (c->rs && !(c->rs & rs_mask)) continue;
+                if (!measured(&groups[gi], c, rs_mask)) continue;
                 bench_t B = {g, (size_t)(bytes / sizeof(float)), (size_t)(bytes / (sizeof(float) * (uint64_t)g->size)), a, b};
                 record r = measure(c, &B, groups[gi].name, o->warmup, o->iters);
                 R->wrong_total += r.wrong;
@@ -327,10 +338,10 @@ static void run_all(results *R, const gdef *groups, float *a, float *b, uint64_t
 static void print_footer(const results *R, const gdef *groups, int rs_mask) {
     printf("# Out of bounds values : %llu %s\n", (unsigned long long)R->wrong_total, R->wrong_total ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %.3f GB/s\n", R->bus_sum / R->nrows);
-    if (rs_mask == 3 && R->rs_n[0] + R->rs_n[1] > 0) {
+    if (rs_mask == 3 && R->rs_n[0] + R->rs_n[1] + R->rs_n[2] > 0) {
         printf("# reduce_scatter algorithms: time (us) of MPI_Allreduce+copy vs MPI_Reduce_scatter_block\n");
         printf("#%5s %12s %12s %12s %8s %10s\n", "group", "size(B)", "allreduce", "native", "ratio", "faster");
-        for (int gi = 0; gi < 2; gi++)
+        for (int gi = 0; gi < g_ngroups; gi++)
             for (int si = 0; si < R->rs_n[gi]; si++) {
                 double ta = R->rs_t[gi][0][si], tn = R->rs_t[gi][1][si];
                 if (ta <= 0 || tn <= 0) continue;
@@ -352,6 +363,7 @@ static int write_json(const char *path, results *R, const mesh_t *mesh, const op
         "records", R->recs, "wrong_total", (json_int_t)R->wrong_total, "avg_busbw_gbs", R->bus_sum / R->nrows,
         "env", "host", agree_host(), "ranks_by_host", agree_ranks_by_host(), "mpi", mpiver, "date", date);
     if (!root) { say("could not build the JSON record"); return 1; }
+    if (mesh->rep > 1) json_object_set_new(json_object_get(root, "mesh"), "replicate", json_integer(mesh->rep));
     int rc = 0;
     if (files_write_json(path, root, err, sizeof err)) { say("%s", err); rc = 1; }
     json_decref(root);
@@ -367,7 +379,7 @@ static const char *env_rank_str(void) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.tp = 1, .iters = 20, .warmup = 5, .min_bytes = "1K", .max_bytes = "64M", .memcpy_bytes = "512M", .rs_algo = "both"};
+    opts o = {.tp = 1, .replicate = 1, .iters = 20, .warmup = 5, .min_bytes = "1K", .max_bytes = "64M", .memcpy_bytes = "512M", .rs_algo = "both"};
     const char *rs = env_rank_str();
     g_rank0 = !rs || !strcmp(rs, "0");
     cli_set_program("commbench"); cli_set_rank0(g_rank0);
@@ -387,6 +399,7 @@ int main(int argc, char **argv) {
     if (o.iters < 1) BAD("--iters %d: at least 1", o.iters);
     if (o.warmup < 0) BAD("--warmup %d: not negative", o.warmup);
     if (o.tp < 1) BAD("--tp %d: at least 1", o.tp);
+    if (o.replicate < 1) BAD("--replicate %d: at least 1", o.replicate);
     int rs_mask = !strcmp(o.rs_algo, "allreduce") ? 1 : !strcmp(o.rs_algo, "native") ? 2 : !strcmp(o.rs_algo, "both") ? 3 : 0;
     if (!rs_mask) BAD("--rs-algo '%s': one of allreduce, native, both", o.rs_algo);
 
@@ -401,7 +414,7 @@ int main(int argc, char **argv) {
     agree_init("commbench");
     char err[512];
     mesh_t mesh;
-    if (mesh_init(&mesh, world, rank, o.tp, err, sizeof err)) BAD("%s", err);
+    if (mesh_init_hsdp(&mesh, world, rank, o.replicate, o.tp, err, sizeof err)) BAD("%s", err);
     /* rank 0 writes the file, so it checks; every rank leaves together if it cannot */
     if (o.json && g_rank0 && files_check_writable(o.json, err, sizeof err)) agree_fail(2, "%s", err);
     int code = agree_check();
@@ -409,10 +422,12 @@ int main(int argc, char **argv) {
 
     comm_ctx cc;                  /* host buffers: MPI reads them directly */
     comm_ctx_init(&cc, NULL);
-    comm_group tpg, dpg;
+    comm_group tpg, dpg, shg = {0}, repg = {0};
     if (comm_mpi_groups(&cc, &tpg, &dpg, o.tp)) { say("could not build the mesh groups"); finish(1); }
+    if (mesh.rep > 1 && comm_mpi_hsdp_groups(&cc, &shg, &repg, o.tp, mesh.shard)) { say("could not build the HSDP groups"); finish(1); }
     comm_rs_algo rs_default = comm_get_rs_algo(&cc);
-    gdef groups[2] = {{"tp", &tpg}, {"dp", &dpg}};
+    gdef groups[4] = {{"tp", &tpg, 0}, {"dp", &dpg, 0}, {"shard", &shg, 0}, {"replica", &repg, 1}};
+    g_ngroups = mesh.rep > 1 ? 4 : 2;
     /* a run that would measure nothing is refused, so "0 wrong" always means something was checked */
     if (!planned_rows(groups, min_b, max_b, rs_mask)) {
         if (world < 2) BAD("nothing to measure: 1 rank has no group to communicate in (run it under mpirun -np 2 or more)");
@@ -438,8 +453,10 @@ int main(int argc, char **argv) {
     { int ml = 0; MPI_Get_library_version(mpiver, &ml); char *nl = strchr(mpiver, ','); if (nl) *nl = 0; }
     { time_t now = time(NULL); struct tm tmv; if (gmtime_r(&now, &tmv)) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv); }
     if (g_rank0) {
-        printf("# commbench: world %d, mesh %dx%d (dp x tp), float32 sum, iters %d, warmup %d, %s\n", world,
-               mesh.dp, mesh.tp, o.iters, o.warmup, mpiver);
+        char mn[48];
+        mesh_name(&mesh, mn, sizeof mn);
+        printf("# commbench: world %d, mesh %s (%s), float32 sum, iters %d, warmup %d, %s\n", world, mn,
+               mesh.rep > 1 ? "replicate x shard x tp" : "dp x tp", o.iters, o.warmup, mpiver);
         printf("# hosts: %s\n", hosts);
         printf("# time = max over ranks of the mean of %d iterations; all groups of one kind run at once;\n", o.iters);
         printf("# algbw = S/time (S = whole array), busbw = algbw * nccl-tests factor (all_reduce 2(n-1)/n, others (n-1)/n)\n");
@@ -459,6 +476,7 @@ int main(int argc, char **argv) {
     json_decref(R.recs);
     if (R.wrong_total) say("%llu wrong elements: the collectives returned wrong results", (unsigned long long)R.wrong_total);
     free(a); free(b);
+    comm_mpi_groups_free(&shg, &repg);
     agree_free();
     finish(rc);
     return rc;

@@ -7,7 +7,7 @@ set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set yrange [0:*]
-set xlabel "mesh (dp x tp)"
+set xlabel "mesh (dp x tp; HSDP: replicate x shard x tp)"
 set ylabel "step time (ms)"
 set key below horizontal
 if (plan_only) {

@@ -9,7 +9,7 @@ set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.8
 set yrange [0:*]
-set xlabel "mesh (dp x tp)"
+set xlabel "mesh (dp x tp; HSDP: replicate x shard x tp)"
 set key off
 set multiplot layout 1,3 title sprintf("%s: training throughput per mesh (%d ranks)", name, world)
 set title "global"

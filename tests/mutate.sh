@@ -177,6 +177,21 @@ mut 'vocab-parallel loss: sums of exponentials not summed across the TP group' \
     'comm_all_reduce_sum(t->g, tl, (size_t)rows);' \
     'core/*/*.c' \
     'tp_loss'
+mut 'HSDP: the replica all-reduce after every micro-batch (the next one re-sums the replicas)' \
+    'f->rep->size > 1 && accum_last\(f\)\)' \
+    'f->rep->size > 1)' \
+    'core/*/*.c' \
+    't_mesh'
+mut 'HSDP: the gradient norm counts every replica' \
+    'M->mesh\.rep_rank == 0 \? fsdp_grad_sumsq' \
+    '1 ? fsdp_grad_sumsq' \
+    'core/*/*.c' \
+    't_mesh'
+mut 'HSDP: no replica all-reduce at S = 1' \
+    'if \(f->dp->size == 1\) \{ u->full_g = NULL; replica_reduce\(f, u\); return; \}' \
+    'if (f->dp->size == 1) { u->full_g = NULL; return; }' \
+    'core/*/*.c' \
+    't_mesh'
 sel=("$@")
 SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
 rows=(); bad=0

@@ -86,3 +86,26 @@ grep -qE '^# hosts: [^ ]+ \(ranks 0-3\)$' "$T/out.txt" && ok commbench_hosts_lin
 /usr/bin/python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["env"]; sys.exit(0 if list(e["ranks_by_host"].values())==[[0,1,2,3]] else 1)' "$T/cb.json" \
   && ok commbench_json_ranks_by_host || fail commbench_json_ranks_by_host "env.ranks_by_host missing or wrong"
 "$CB" --help >"$T/help.txt" 2>&1 && grep -q -- '--rs-algo' "$T/help.txt" && ok commbench_help || fail commbench_help "--help failed or lacks options"
+
+# HSDP (--replicate R, mesh R x S x T): the shard groups (S ranks) with every collective and the replica
+# groups (every S*T-th rank) with the all-reduce the engine runs there; 8 ranks as 2x2x2
+if timeout 120 "${MPIRUN[@]}" -np 8 "$CB" --tp 2 --replicate 2 --min-bytes 1K --max-bytes 4K --iters 2 --warmup 1 \
+     --memcpy-bytes 1M --json "$T/h.json" >"$T/h.txt" 2>"$T/herr.txt"; then
+  /usr/bin/python3 - "$T/h.json" "$T/h.txt" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); recs = j["records"]
+rows = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+by = {}
+for r in recs: by.setdefault(r["group"], set()).add((r["collective"], r["ranks"]))
+ok = (j["mesh"] == {"dp": 4, "tp": 2, "replicate": 2} and by.get("replica") == {("all_reduce", 2)}
+      and {c for c, _ in by.get("shard", ())} == {"all_reduce", "all_gather", "reduce_scatter"}
+      and all(n == 2 for _, n in by["shard"]) and len(rows) == len(recs) == 3 * 12 + 3
+      and all(r[9] == "0" for r in rows))
+print("ok   commbench_hsdp_groups" if ok else f"FAIL commbench_hsdp_groups: mesh {j['mesh']}, groups {by}, {len(rows)} rows")
+PY
+else
+  fail commbench_hsdp_groups "exit $?: $(tail -2 "$T/herr.txt" | tr '\n' ' ')"
+fi
+timeout 120 "${MPIRUN[@]}" -np 8 "$CB" --tp 2 --replicate 3 >/dev/null 2>"$T/r3.txt"; rc=$?
+[ "$rc" -eq 2 ] && [ "$(grep -c '^commbench:' "$T/r3.txt")" -eq 1 ] && grep -q 'replicate 3 does not divide' "$T/r3.txt" \
+  && ok commbench_bad_replicate || fail commbench_bad_replicate "exit $rc: $(head -c 200 "$T/r3.txt")"

@@ -41,6 +41,28 @@ plan_vs_run 2x4_b3_gathered_ckpt 2 4 3 --sp-activations gathered --checkpoint-ac
 plan_vs_run 2x4_b2_ckpt 2 4 2 --checkpoint-activations
 plan_vs_run 4x2_b2_gathered 4 2 2 --sp-activations gathered
 plan_vs_run 8x1_b3_ckpt 8 1 3 --checkpoint-activations
+# HSDP meshes R x S x tp (DP argument = R * S): the state is sharded over S only, the replica all-reduce
+# works in place on the owned gradient slice; S = 1 keeps the persistent unsharded copy of dp = 1
+plan_vs_run 2x2x2_b2 4 2 2 --replicate 2
+plan_vs_run 2x4x1_b3_ckpt 8 1 3 --replicate 2 --checkpoint-activations
+plan_vs_run 4x2x1_b1_noprefetch 8 1 1 --replicate 4 --no-prefetch
+plan_vs_run 2x1x4_b2_nosp 2 4 2 --replicate 2 --no-sequence-parallel
+plan_vs_run 2x2x2_b1_accum_last 4 2 1 --replicate 2 --grad-accum 2 --accum-reduce last
+# the model state of 2x2x2 is that of the 2x2 mesh (1/S with S = 2), not of 4x2 (1/dp)
+/usr/bin/python3 - "$T/2x2x2_b2.run.json" "$TR" "$T" <<'PY'
+import json, subprocess, sys
+r = json.load(open(sys.argv[1]))["memory"]["by_category"]
+def plan(w, tp):
+    out = f"{sys.argv[3]}/state_{w}x{tp}.json"
+    subprocess.run([sys.argv[2], "--plan", "--world", str(w), "--tp", str(tp), "--batch-size", "2", "--model", "tiny",
+                    "--seq-len", "64", "--out", out], capture_output=True)
+    return json.load(open(out))["by_category"]
+s22, s42 = plan(4, 2), plan(8, 2)
+k = ("params", "grads", "optimizer")
+same = all(r[c] == s22[c] for c in k) and all(r[c] > s42[c] for c in k)
+print(f"ok   mem_hsdp_state_is_1_over_S  (optimizer {r['optimizer']} = 2x2's, 4x2's {s42['optimizer']})" if same
+      else f"FAIL mem_hsdp_state_is_1_over_S: 2x2x2 {[r[c] for c in k]} 2x2 {[s22[c] for c in k]} 4x2 {[s42[c] for c in k]}")
+PY
 
 # --sp-activations local: same losses as gathered, fewer saved activation bytes, and exactly the extra
 # all-gather of the two column-parallel inputs [B*T, d] per layer and step (2x2 mesh, tiny: L = 4, d = 128)
@@ -80,17 +102,18 @@ aa, ab = a["memory"]["by_category"]["activations"], b["memory"]["by_category"]["
 print(f"ok   mem_checkpoint_lower_activations  ({ab} < {aa})" if ab < aa else f"FAIL mem_checkpoint_lower_activations: {ab} vs {aa}")
 PY
 
-# max batch: the plan's max runs; max+1 stops with exit 3 and an oom record (two meshes)
+# max batch: the plan's max runs; max+1 stops with exit 3 and an oom record (three meshes, one HSDP)
 BUDGET=24MiB
-for mesh in "2 4" "8 1"; do
-  set -- $mesh; dp=$1; tp=$2; w=$((dp * tp)); name=${dp}x${tp}
-  must "mem_maxbatch_${name}_plan" "$TR" --plan --world $w --tp $tp --batch-size max --mem-budget $BUDGET "${COMMON[@]}" --out "$T/max$name.json" >/dev/null 2>&1
+for mesh in "2 4 1" "8 1 1" "4 2 2"; do
+  set -- $mesh; dp=$1; tp=$2; rep=$3; w=$((dp * tp)); name=${dp}x${tp}
+  [ "$rep" -gt 1 ] && name=${rep}x$((dp / rep))x${tp}
+  must "mem_maxbatch_${name}_plan" "$TR" --plan --world $w --tp $tp --replicate $rep --batch-size max --mem-budget $BUDGET "${COMMON[@]}" --out "$T/max$name.json" >/dev/null 2>&1
   b=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_size'])" "$T/max$name.json" 2>/dev/null)
   if [ -z "$b" ] || [ "$b" -lt 1 ]; then fail "mem_maxbatch_$name" "plan found no batch"; continue; fi
-  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --batch-size $b --mem-budget $BUDGET "${COMMON[@]}" --out "$T/fit$name.json" >"$T/fit$name.log" 2>&1
+  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --replicate $rep --batch-size $b --mem-budget $BUDGET "${COMMON[@]}" --out "$T/fit$name.json" >"$T/fit$name.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] && ok "mem_maxbatch_${name}_fits_b$b" || fail "mem_maxbatch_${name}_fits_b$b" "exit $rc: $(tail -2 "$T/fit$name.log")"
-  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --batch-size $((b + 1)) --mem-budget $BUDGET "${COMMON[@]}" --out "$T/oom$name.json" >"$T/oom$name.log" 2>&1
+  "${MPIRUN[@]}" -np $w "$TR" --tp $tp --replicate $rep --batch-size $((b + 1)) --mem-budget $BUDGET "${COMMON[@]}" --out "$T/oom$name.json" >"$T/oom$name.log" 2>&1
   rc=$?
   st=$(/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['status'], r['memory']['peak'] > 0, r['batch_size'])" "$T/oom$name.json" 2>/dev/null)
   lines=$(grep -c "out of memory budget" "$T/oom$name.log")

@@ -10,6 +10,8 @@
 # per operation; over 10 steps we accept 1e-5 relative on losses and gradient norms, and 3e-4
 # absolute on parameters: Adam turns rounding noise in near-zero gradients into updates of up to
 # ~1e-5 per step (measured max 3e-5 after 10 steps); a real sharding bug moves parameters by ~lr = 3e-3.
+# HSDP meshes R x S x tp (2x2x2, 2x4x1, 4x2x1, 2x1x4, with accumulation each|last, SP off, checkpointing)
+# against the same 1-rank run; checkpoints moved between 3D and 2D meshes; bad --replicate refused.
 source "$(dirname "$0")/lib.sh"
 # 10 steps; 4 in the sanitizer build, which looks for memory errors and undefined behaviour: the mesh
 # runs take every code path by their third step (first-step allocations, the steady state with the
@@ -56,6 +58,57 @@ run_mesh 2x2_ckpt 2 2 --checkpoint-activations
 run_mesh 1x8_gathered 1 8 --sp-activations gathered
 run_mesh 2x4_gathered 2 4 --sp-activations gathered
 run_mesh 2x2_ckpt_gathered 2 2 --checkpoint-activations --sp-activations gathered
+
+# HSDP meshes R x S x tp (docs/semantics.md#hsdp): parameters, gradients and AdamW state sharded over S,
+# the gradient reduce-scattered within the shard group and then all-reduced across the R replicas; the
+# batch's data-parallel degree is dp = R * S. Each against the 1-rank run at the same global batch of 8:
+# with sequence parallel (the default at tp > 1), without it, with accumulation each|last (micro-batch
+# 1, so the replica all-reduce must wait for the last micro-batch), with checkpointing, and S = 1.
+run_mesh 2x2x2 4 2 --replicate 2
+run_mesh 2x4x1 8 1 --replicate 2
+run_mesh 4x2x1 8 1 --replicate 4
+run_mesh 2x1x4 2 4 --replicate 2
+run_mesh 2x2x2_accum 4 2 --replicate 2 --batch-size 1 --global-batch 8
+run_mesh 2x1x4_accum_last 2 4 --replicate 2 --batch-size 1 --global-batch 8 --accum-reduce last
+run_mesh 2x2x2_nosp_ckpt 4 2 --replicate 2 --no-sequence-parallel --checkpoint-activations
+# the record names the mesh's replicate and shard degrees
+/usr/bin/python3 - "$T/2x2x2.json" <<'PY' && ok mesh_hsdp_record_mesh || fail mesh_hsdp_record_mesh "mesh object of the 2x2x2 record"
+import json, sys
+m = json.load(open(sys.argv[1]))["mesh"]
+sys.exit(0 if (m["world"], m["dp"], m["tp"], m["replicate"], m["shard"]) == (8, 4, 2, 2, 2) else 1)
+PY
+# checkpoints between meshes (the format is unsharded HF tensors): the 2x2x2 run's file loaded with --init on
+# 4x2x1, 2x1x4, the 2D meshes 1x8 and 2x4 (R = 1), and one rank, and saved again without a step, is the same file
+# byte for byte; a file of other shapes is refused on a 3D mesh (one line, exit 2, nothing written)
+for m in "4 2 1" "2 1 4" "1 1 8" "1 2 4" "1 1 1"; do
+  set -- $m; name=${1}x${2}x${3}; [ "$1" = 1 ] && name=${2}x${3}
+  "${MPIRUN[@]}" -np $(($1 * $2 * $3)) "$BUILD/train" "${COMMON[@]}" --steps 0 --replicate $1 --tp $3 --init "$T/2x2x2.st" \
+    --save "$T/re_$name.st" >"$T/re_$name.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && cmp -s "$T/2x2x2.st" "$T/re_$name.st"; then ok "mesh_hsdp_checkpoint_2x2x2_to_$name"
+  else fail "mesh_hsdp_checkpoint_2x2x2_to_$name" "exit $rc or a different file: $(tail -2 "$T/re_$name.log" | tr '\n' ' ')"; fi
+done
+sed 's/"intermediate_size": 256/"intermediate_size": 192/' "$T/gqa.json" >"$T/other.json"
+rm -f "$T/other.st" "$T/other.out"
+"${MPIRUN[@]}" -np 8 "$BUILD/train" --model "$T/other.json" --seq-len 32 --steps 1 --tp 2 --replicate 2 --init "$T/2x2x2.st" \
+  --save "$T/other.st" --out "$T/other.out" >"$T/other.log" 2>&1
+rc=$?; n=$(grep -c 'wrong shape' "$T/other.log")
+if [ $rc = 2 ] && [ "$n" = 1 ] && [ ! -e "$T/other.st" ] && [ ! -e "$T/other.out" ]; then ok mesh_hsdp_checkpoint_other_shapes_refused
+else fail mesh_hsdp_checkpoint_other_shapes_refused "exit $rc, $n lines: $(head -2 "$T/other.log" | tr '\n' ' ')"; fi
+# the CUDA engine does not run HSDP: refused with one line before anything starts (exit 2)
+"${MPIRUN[@]}" -np 2 "$BUILD/train" "${COMMON[@]}" --backend cuda --replicate 2 --out "$T/cuda.json" >"$T/cuda.log" 2>&1
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c '^train: --replicate 2: HSDP runs on --backend cpu only' "$T/cuda.log")" = 1 ] && [ ! -e "$T/cuda.json" ]; then
+  ok mesh_hsdp_cuda_refused
+else fail mesh_hsdp_cuda_refused "exit $rc: $(head -2 "$T/cuda.log" | tr '\n' ' ')"; fi
+# bad meshes: one line, exit 2 on every rank, no record written
+for r in 3 0 16; do
+  rm -f "$T/bad.json"
+  "${MPIRUN[@]}" -np 8 "$BUILD/train" "${COMMON[@]}" --tp 2 --replicate $r --out "$T/bad.json" >"$T/bad.log" 2>&1
+  rc=$?; n=$(grep -c '^train: --replicate' "$T/bad.log")
+  if [ $rc = 2 ] && [ "$n" = 1 ] && [ ! -e "$T/bad.json" ] && ! grep -Eq 'Exit code: *([013-9]|2[0-9])' "$T/bad.log"; then ok "mesh_hsdp_bad_replicate_$r"
+  else fail "mesh_hsdp_bad_replicate_$r" "exit $rc, $n lines: $(head -3 "$T/bad.log" | tr '\n' ' ')"; fi
+done
 
 # tied embeddings (one tensor is the embedding and lm_head, vocabulary-parallel by rows) with llama3
 # rope_scaling (hd 8: wavelengths 6.3 kept, 63 interpolated, 628 and 6283 divided): every mesh against

@@ -3,7 +3,7 @@
 # PyTorch autograd in float64, written from docs/semantics.md, sharing no code with the engine). Both
 # start from the same safetensors file (written by `build/train --save`, read back with --init) and
 # read the same token file in the design's batch order; the engine runs on 1 rank and on every 8-rank
-# mesh (1x8, 2x4, 4x2, 8x1) for the same global batch of 8 sequences. Per-step losses, gradient norms
+# mesh (1x8, 2x4, 4x2, 8x1; HSDP 2x2x2, 2x1x4) for the same global batch of 8 sequences. Per-step losses, gradient norms
 # and learning rates, the eval losses and the final parameters must agree. The case covers GQA
 # (KV = H/2), a vocabulary of 251 (not divisible by 2, 4 or 8: padding and masking of the
 # vocab-parallel loss), T = 80 (RoPE past position 64), clipping active, weight decay 0.1 on matrices
@@ -66,6 +66,10 @@ engine 8x1 8 1
 engine 1x1_accum4 1 1 4
 engine 2x2_accum2 2 2 2
 engine 2x2_accum2_last 2 2 2 --accum-reduce last
+# HSDP (docs/semantics.md#hsdp): 2x2x2 (DP argument R*S = 4) and 2x1x4 with two micro-batches reduced
+# after the last, the replica all-reduce behind the reduce-scatter
+engine 2x2x2 4 2 1 --replicate 2
+engine 2x1x4_accum2_last 2 4 2 --replicate 2 --accum-reduce last
 
 # FSDP padding: tests/models/fsdp_pad.json (d 40, V 253, f 112; no FSDP unit's size divides 3 or 6: t_mesh.sh
 # checks it) on 1x1, 3x1 and 6x1 against its own reference run over a global batch of 6, so every

@@ -433,6 +433,48 @@ static void test_monotone(void) {
     cost_machine_free(&m);
 }
 
+/* HSDP meshes R x S x tp: the shard group is priced as dp, the replica group (stride S·tp) on its own scope */
+static void test_hsdp(void) {
+    int n, local, hr;
+    cost_place p = {.world = 64, .tp = 1, .rank = 9, .ranks_per_host = 8, .replicate = 8};
+    cost_group_shape(&p, COST_GROUP_DP, &n, &local, &hr);
+    int ok = n == 8 && local == 8;
+    cost_group_shape(&p, COST_GROUP_REPLICA, &n, &local, &hr);
+    ok &= n == 8 && local == 1;
+    CHECK(ok, "cost_hsdp_8x8x1_shard_in_host_replicas_across", "8x8x1, 8 per host: replica group %d ranks, %d on this host", n, local);
+    cost_place q = {.world = 16, .tp = 2, .rank = 5, .ranks_per_host = 8, .replicate = 2}; /* 2x4x2: ranks 1,3,5,7 | 5,13 */
+    cost_group_shape(&q, COST_GROUP_DP, &n, &local, &hr);
+    ok = n == 4 && local == 4;
+    cost_group_shape(&q, COST_GROUP_REPLICA, &n, &local, &hr);
+    ok &= n == 2 && local == 1;
+    q.ranks_per_host = 16;
+    cost_group_shape(&q, COST_GROUP_REPLICA, &n, &local, &hr);
+    ok &= n == 2 && local == 2;
+    q.replicate = 1;
+    cost_group_shape(&q, COST_GROUP_DP, &n, &local, &hr);
+    ok &= n == 8;
+    cost_group_shape(&q, COST_GROUP_REPLICA, &n, &local, &hr);
+    ok &= n == 1;
+    CHECK(ok, "cost_hsdp_2x4x2_group_shapes", "2x4x2 rank 5: shard and replica groups as the mesh places them");
+    /* the replica all-reduce is in the predicted step, on the network when the replicas span hosts */
+    cost_machine m;
+    cost_machine_shipped("a100-80gb", &m);
+    m.cores_per_host = 64;
+    model_config c = cfg_of("tiny");
+    char err[256];
+    double ar[3];
+    for (int k = 0; k < 3; k++) {
+        cost_req r = {.cfg = &c, .world = 16, .tp = 1,
+                      .mo = {.B = 4, .T = 64, .prefetch = 1, .replicate = k == 2 ? 1 : 2}, .dtype = DTYPE_F32,
+                      .ranks_per_host = k == 0 ? 8 : 16, .m = &m};
+        cost_prediction pr;
+        ar[k] = cost_predict(&r, &pr, err, sizeof err) ? -1 : pr.r.comm_by_ms[COST_GROUP_REPLICA][COMM_ALL_REDUCE];
+    }
+    CHECK(ar[0] > 2 * ar[1] && ar[1] > 0 && ar[2] == 0, "cost_hsdp_replica_all_reduce_across_hosts",
+          "replica all-reduce %g ms across 2 hosts, %g on one, %g on the 2D mesh", ar[0], ar[1], ar[2]);
+    cost_machine_free(&m);
+}
+
 static void bad(const char *name, const char *text, const char *field) {
     cost_machine m;
     char err[512] = "";
@@ -520,6 +562,7 @@ int main(void) {
     test_trace();
     test_trace_every_k();
     test_monotone();
+    test_hsdp();
     test_files();
     return check_exit();
 }

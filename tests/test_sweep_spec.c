@@ -222,7 +222,7 @@ static void test_errors(void) {
     expect_key_error("err_lr_zero", "lr", "0", "lr:");
     expect_key_error("err_meshes_string", "meshes", "\"1x8\"", "meshes:");
     expect_key_error("err_meshes_empty", "meshes", "[]", "meshes:");
-    static const char *bad_meshes[] = {"\"3x\"", "\"0x8\"", "\"2x4x1\"", "\"x8\"", "\"2X4\"", "\" 2x4\"",
+    static const char *bad_meshes[] = {"\"3x\"", "\"0x8\"", "\"2x4x1x1\"", "\"x8\"", "\"2X4\"", "\" 2x4\"",
                                        "\"2x4 \"", "\"+2x4\"", "\"-2x-4\"", "\"02x4\"", "\"2.0x4\"", "8", "\"\""};
     for (size_t i = 0; i < sizeof bad_meshes / sizeof bad_meshes[0]; i++) {
         char v[64], name[64];
@@ -576,8 +576,44 @@ static void test_openmpi_cleanup(void) {
     unlink(other), unlink(ours), unlink(contact), rmdir(sub), rmdir(sess);
 }
 
+/* HSDP meshes "RxSxT" in meshes[] (dp = R·S), the 2D "DPxTP" unchanged; --replicate only where R > 1 */
+static void test_hsdp(void) {
+    int r = 0, dp = 0, tp = 0;
+    CHECK(sweep_parse_mesh3("2x2x2", &r, &dp, &tp) == 0 && r == 2 && dp == 4 && tp == 2 &&
+              sweep_parse_mesh3("8x1", &r, &dp, &tp) == 0 && r == 1 && dp == 8 && tp == 1,
+          "hsdp_mesh_parse_ok", "%d %d %d", r, dp, tp);
+    CHECK(sweep_parse_mesh3("2x0x2", &r, &dp, &tp) != 0 && sweep_parse_mesh3("2x2x", &r, &dp, &tp) != 0 &&
+              sweep_parse_mesh3("1x1x1x1", &r, &dp, &tp) != 0 && sweep_parse_mesh3("0x1x1", &r, &dp, &tp) != 0 &&
+              sweep_parse_mesh3("1024x1024x2", &r, &dp, &tp) != 0 && sweep_parse_mesh3("02x2x2", &r, &dp, &tp) != 0,
+          "hsdp_mesh_parse_rejects", "accepted a bad mesh");
+    sweep_spec s;
+    char err[512] = "";
+    char *t = spec_with("meshes", "[\"1x8x1\", \"2x4x1\", \"4x2x1\", \"2x2x2\"]");
+    int rc = sweep_spec_parse(t, &s, err, sizeof err);
+    free(t);
+    CHECK(rc == 0, "hsdp_spec_parses", "rc %d: %s", rc, err);
+    if (rc) return;
+    const sweep_mesh *m = s.meshes;
+    CHECK(m[0].rep == 1 && m[0].dp == 8 && m[1].rep == 2 && m[1].dp == 8 && m[2].rep == 4 && m[3].rep == 2 && m[3].dp == 4 &&
+              m[3].tp == 2 && !strcmp(m[3].name, "2x2x2") && !strcmp(m[0].mesh_name, "1x8x1"),
+          "hsdp_spec_meshes", "%s rep %d dp %d", m[3].name, m[3].rep, m[3].dp);
+    sweep_argv a = {0}, b = {0};
+    int ra = sweep_train_argv(&s, &m[3], SWEEP_ARGV_RUN, 2, "build/train", "x.json", &a);
+    int rb = sweep_train_argv(&s, &m[0], SWEEP_ARGV_RUN, 2, "build/train", "x.json", &b);
+    CHECK(ra == 0 && rb == 0 && argv_after(&a, "--replicate") && !strcmp(argv_after(&a, "--replicate"), "2") &&
+              !strcmp(argv_after(&a, "--tp"), "2") && !argv_has(&b, "--replicate"),
+          "hsdp_argv_replicate", "rc %d %d", ra, rb);
+    sweep_argv_free(&a);
+    sweep_argv_free(&b);
+    sweep_spec_free(&s);
+    expect_key_error("hsdp_mesh_world_mismatch", "meshes", "[\"2x4x2\"]", "meshes[0]: \"2x4x2\" has dp*tp = 16");
+    expect_key_error("hsdp_mesh_twice", "meshes", "[\"8x1\", \"1x8x1\"]", "meshes[1]: \"1x8x1\" is listed twice");
+    expect_key_error("hsdp_mesh_bad", "meshes", "[\"2x2x2x1\"]", "meshes[0]: \"2x2x2x1\" is not DPxTP or RxSxT");
+}
+
 int main(void) {
     test_good();
+    test_hsdp();
     test_errors();
     test_helpers();
     test_launch();

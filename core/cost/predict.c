@@ -30,7 +30,7 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
         for (int j = 0; j < k; j++) seen |= cand[j] == cand[k];
         if (seen) continue;
         if (cost_record_step(q->cfg, W, tp, cand[k], q->dtype, &q->mo, &t, err, errlen)) { cost_trace_free(&t); return -1; }
-        cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph};
+        cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph, .replicate = q->mo.replicate};
         cost_result r;
         if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { cost_trace_free(&t); return -1; }
         if (p->rank < 0 || r.step_ms > p->r.step_ms) { p->r = r; p->rank = cand[k]; }

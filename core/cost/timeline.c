@@ -7,13 +7,23 @@
 
 static int host_of(const cost_place *p, int r) { return p->ranks_per_host > 0 ? r / p->ranks_per_host : 0; }
 
-void cost_group_shape(const cost_place *p, int group, int *ranks, int *ranks_per_host, int *host_ranks) {
-    int tp = p->tp, dp = p->world / p->tp, tr = p->rank % tp, dr = p->rank / tp, me = host_of(p, p->rank);
-    int n = group == 0 ? tp : group == 1 ? dp : p->world, local = 0;
-    for (int i = 0; i < n; i++) {
-        int r = group == 0 ? dr * tp + i : group == 1 ? tr + i * tp : i;
-        local += host_of(p, r) == me;
+/* the i-th rank of this rank's group (core/engine/mesh.h): TP consecutive, DP (the shard group) stride tp
+ * within the replica, the replica group stride S·tp, the world all */
+static int group_member(const cost_place *p, int group, int i, int S) {
+    int tp = p->tp, tr = p->rank % tp, dr = p->rank / tp;
+    switch (group) {
+    case COST_GROUP_TP: return dr * tp + i;
+    case COST_GROUP_DP: return (dr / S * S + i) * tp + tr;
+    case COST_GROUP_REPLICA: return (i * S + dr % S) * tp + tr;
+    default: return i;
     }
+}
+
+void cost_group_shape(const cost_place *p, int group, int *ranks, int *ranks_per_host, int *host_ranks) {
+    int tp = p->tp, dp = p->world / p->tp, me = host_of(p, p->rank);
+    int R = p->replicate > 1 && dp % p->replicate == 0 ? p->replicate : 1, S = dp / R;
+    int n = group == COST_GROUP_TP ? tp : group == COST_GROUP_DP ? S : group == COST_GROUP_REPLICA ? R : p->world, local = 0;
+    for (int i = 0; i < n; i++) local += host_of(p, group_member(p, group, i, S)) == me;
     int hr = 0;
     for (int r = 0; r < p->world; r++) hr += host_of(p, r) == me;
     *ranks = n; *ranks_per_host = local; *host_ranks = hr;

@@ -22,6 +22,7 @@
 typedef struct cost_place {
     int world, tp, rank;
     int ranks_per_host;      /* job ranks per host (the last host may hold fewer); >= world: one host */
+    int replicate;           /* HSDP mesh R x S x tp: R (0 or 1: the 2D mesh, dp = S) */
 } cost_place;
 
 typedef struct cost_result {

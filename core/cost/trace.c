@@ -17,7 +17,7 @@ const char *const cost_op_names[COST_NOPS] = {
     "adamw", "sumsq", "add", "scale", "zero", "copy", "to_compute", "to_host", "from_host"};
 const char *const cost_class_names[COST_NCLASS] = {"gemm", "attention", "norm", "pointwise", "loss", "optimizer",
                                                    "memory"};
-const char *const cost_group_names[COST_NGROUPS] = {"tp", "dp", "world"};
+const char *const cost_group_names[COST_NGROUPS] = {"tp", "dp", "world", "replica"};
 
 cost_op_class cost_op_class_of(cost_op_kind k) {
     switch (k) {
@@ -255,7 +255,7 @@ static void r_to_compute(void *x, void *d, const float *s, size_t n) {
 int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
                      cost_trace *t, char *err, size_t errlen) {
     mesh_t m;
-    if (mesh_init(&m, world, rank, tp, err, errlen)) return -1;
+    if (mesh_init_hsdp(&m, world, rank, o->replicate > 1 ? o->replicate : 1, tp, err, errlen)) return -1;
     free(t->ev);
     memset(t, 0, sizeof *t);
     t->cbytes = (int)dtype_bytes(dtype);
@@ -275,14 +275,21 @@ int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype
     engine_init_plan(&P, dtype, 0);
     engine_set_trace(&P, &tr);
     const ops_trace *was = ops_null_bind(&ot);
-    comm_group tpg, dpg, wg;
+    comm_group tpg, dpg, shg, repg, wg;
     comm_null_group(&tpg, &P.comm, m.tp, m.tp_rank);
     comm_null_group(&dpg, &P.comm, m.dp, m.dp_rank);
+    comm_null_group(&shg, &P.comm, m.shard, m.shard_rank);
+    comm_null_group(&repg, &P.comm, m.rep, m.rep_rank);
     comm_null_group(&wg, &P.comm, m.world, m.rank);
-    rec.grp[COST_GROUP_TP] = &tpg; rec.grp[COST_GROUP_DP] = &dpg; rec.grp[COST_GROUP_WORLD] = &wg;
+    /* HSDP: FSDP's collectives run on the shard group (priced as dp), the gradient's all-reduce on the replica
+     * group; the loss's 8-byte sum over all dp ranks is then priced as a world collective */
+    int hsdp = m.rep > 1;
+    rec.grp[COST_GROUP_TP] = &tpg; rec.grp[COST_GROUP_DP] = hsdp ? &shg : &dpg; rec.grp[COST_GROUP_WORLD] = &wg;
+    rec.grp[COST_GROUP_REPLICA] = &repg;
     model_t M;
-    int rc = model_init(&M, &P, cfg, &m, &tpg, &dpg, o, err, errlen);
+    int rc = model_init(&M, &P, cfg, &m, &tpg, hsdp ? &shg : &dpg, o, err, errlen);
     if (rc == 0) {
+        if (hsdp) M.fsdp.rep = &repg;
         rec.t = t;
         /* every micro-batch of the step, as core/run/run.c runs it, then the optimizer */
         double loss = 0;

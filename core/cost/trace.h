@@ -35,7 +35,9 @@ cost_op_class cost_op_class_of(cost_op_kind k);
 /* 1 for the GEMM kinds (their table is by shape, not by bytes) */
 int cost_op_is_gemm(cost_op_kind k);
 
-typedef enum { COST_GROUP_TP, COST_GROUP_DP, COST_GROUP_WORLD, COST_NGROUPS } cost_group;
+/* DP: the FSDP group (on an HSDP mesh R x S x tp the shard group of S ranks); REPLICA: HSDP's replica group
+ * (R ranks, stride S·tp: its gradient all-reduce), none on 2D meshes */
+typedef enum { COST_GROUP_TP, COST_GROUP_DP, COST_GROUP_WORLD, COST_GROUP_REPLICA, COST_NGROUPS } cost_group;
 extern const char *const cost_group_names[COST_NGROUPS];
 
 typedef enum {
@@ -73,8 +75,8 @@ void cost_trace_free(cost_trace *t);
  * dims as in cost_event.dim, cb the compute element size */
 void cost_op_work(cost_op_kind k, const int64_t dim[5], int cb, double *flops, double *bytes);
 
-/* Record the step of rank `rank` of a dp×tp mesh of `world` ranks computing in dtype into *t (emptied
- * first): -1 with one line in err on an invalid shape (the messages model_init gives). */
+/* Record the step of rank `rank` of a dp×tp mesh of `world` ranks (R x S x tp with o->replicate = R > 1)
+ * computing in dtype into *t (emptied first): -1 with one line in err on an invalid shape (the messages model_init gives). */
 int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
                      cost_trace *t, char *err, size_t errlen);
 #endif

@@ -159,6 +159,20 @@ int comm_mpi_groups(comm_ctx *c, comm_group *tpg, comm_group *dpg, int tp) {
     return 0;
 }
 
+int comm_mpi_hsdp_groups(comm_ctx *c, comm_group *shard_group, comm_group *rep_group, int tp, int shard) {
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_Comm *s = malloc(sizeof *s), *r = malloc(sizeof *r);
+    if (!s || !r) mem_host_failed("comm: the group tables", 2 * sizeof(MPI_Comm));
+    int st = shard * tp; /* ranks per replica */
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank / st * tp + rank % tp, rank / tp % shard, s)); /* stride tp */
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank % st, rank / st, r));                        /* stride S*tp */
+    mpi_group(c, shard_group, s);
+    mpi_group(c, rep_group, r);
+    decide_poll(c);
+    return 0;
+}
+
 void comm_mpi_groups_free(comm_group *tpg, comm_group *dpg) {
     comm_group *g[2] = {tpg, dpg};
     for (int i = 0; i < 2; i++) {

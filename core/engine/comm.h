@@ -85,7 +85,11 @@ void comm_ctx_init(comm_ctx *c, const ops_t *dev);
 void comm_ctx_free(comm_ctx *c);
 /* MPI setup: split MPI_COMM_WORLD into this rank's TP group (consecutive) and DP group (strided). */
 int comm_mpi_groups(comm_ctx *c, comm_group *tp_group, comm_group *dp_group, int tp);
-/* frees the two communicators comm_mpi_groups made (before MPI_Finalize) */
+/* HSDP (mesh R x S x tp, core/engine/mesh.h): this rank's shard group (the S ranks of its replica with its
+ * tp_rank) and replica group (the R ranks with its shard and tp coordinates: every S*tp-th rank);
+ * comm_mpi_groups_free frees them. */
+int comm_mpi_hsdp_groups(comm_ctx *c, comm_group *shard_group, comm_group *rep_group, int tp, int shard);
+/* frees the two communicators comm_mpi_groups (or comm_mpi_hsdp_groups) made (before MPI_Finalize) */
 void comm_mpi_groups_free(comm_group *tp_group, comm_group *dp_group);
 /* a group of the planner: no data moves (c may be NULL) */
 void comm_null_group(comm_group *g, comm_ctx *c, int size, int rank);

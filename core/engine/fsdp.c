@@ -144,13 +144,20 @@ void fsdp_grad_begin(fsdp_t *f, int i) {
     drop_replicated(f, u, u->full_g + lo, lo, u->shard);
 }
 
+/* HSDP: the step's owned slice summed across the replicas, once, after the last micro-batch (before it each
+ * replica accumulates its own sum, which the next micro-batch's reduce-scatter carries) */
+static void replica_reduce(fsdp_t *f, fsdp_unit *u) {
+    if (f->rep && f->rep->size > 1 && accum_last(f)) comm_all_reduce_sum(f->rep, u->g, (size_t)u->shard);
+}
+
 void fsdp_grad_end(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
-    if (f->dp->size == 1) { u->full_g = NULL; return; }
+    if (f->dp->size == 1) { u->full_g = NULL; replica_reduce(f, u); return; }
     if (f->reduce_last && !accum_last(f)) return; /* accumulates on in full_g */
     comm_reduce_scatter(f->dp, u->g, u->full_g, (size_t)u->shard);
     mem_free(&f->E->mem, u->full_g);
     u->full_g = NULL;
+    replica_reduce(f, u);
 }
 
 /* one sumsq call over every owned segment of the gradients or the master parameters: a device backend

@@ -50,11 +50,16 @@ typedef struct fsdp_unit {
  * micro-batches and reduce-scattered once, after the last. carry_replicated 0: the gradients of
  * replicated segments are summed over another group after each micro-batch's backward (TP with
  * sequence parallel: core/engine/tp's norm sync) and this rank must not bring its copy of the sum so
- * far into that sum (another rank of the group does). */
+ * far into that sum (another rank of the group does).
+ * HSDP (mesh R x S x tp): dp is the shard group (S ranks) that shards, gathers and reduce-scatters; rep,
+ * when set with more than one rank, is the replica group: after the last micro-batch's reduce-scatter
+ * (at S = 1: its backward) the owned slice is all-reduced (summed: every rank's contribution is already
+ * its part of the global mean) across the R replicas, as FSDP2's HYBRID_SHARD does. */
 typedef struct fsdp {
     int n;
     fsdp_unit *u;
     comm_group *dp;
+    comm_group *rep;        /* HSDP replica group, or NULL (R = 1); set after model_init */
     engine_t *E;            /* the op table, the compute precision of the gathered copies, the arena */
     int prefetch;
     int micro, nmicro;      /* the micro-batch in progress of the step's nmicro (0 of 1 unless accumulating) */

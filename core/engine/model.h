@@ -27,6 +27,8 @@ typedef struct model_opts {
                                * replays them all) */
     int accum_reduce_last;    /* --accum-reduce last: the unsharded gradient kept over the micro-batches and
                                * reduce-scattered once (core/engine/fsdp.h) */
+    int replicate;            /* HSDP: R of the mesh R x S x tp (0 or 1: the 2D mesh); the planners build the mesh
+                               * and its groups from it (core/engine/plan.c, core/cost/trace.c) */
     int attention_flash;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do), the
                                * backward attention_flash_ws_floats (kernels.h) instead, the forward none */
 } model_opts;

@@ -13,7 +13,8 @@ double optim_lr(const optim_cfg *c, int s, int total) {
 }
 
 double optim_step(model_t *M, comm_group *world, const optim_cfg *c, int s, int total, double *lr_out) {
-    double sq = fsdp_grad_sumsq(&M->fsdp, M->mesh.tp_rank == 0);
+    /* every replica holds the same summed shards: the first alone counts them (HSDP) */
+    double sq = M->mesh.rep_rank == 0 ? fsdp_grad_sumsq(&M->fsdp, M->mesh.tp_rank == 0) : 0.0;
     comm_all_reduce_sum_f64(world, &sq, 1);
     double norm = sqrt(sq);
     float gscale = 1.0f; /* the clipping coefficient, applied inside the fused AdamW */

@@ -7,19 +7,21 @@
 int plan_rank(const engine_t *E, const model_config *cfg, int world, int tp, int rank, const model_opts *o, uint64_t budget,
               mem_stats *out, char *err, size_t errlen) {
     mesh_t m;
-    if (mesh_init(&m, world, rank, tp, err, errlen)) return -1;
+    if (mesh_init_hsdp(&m, world, rank, o->replicate > 1 ? o->replicate : 1, tp, err, errlen)) return -1;
     /* the planner's own engine: its arena is not the one of a live engine in this process */
     engine_t P;
     engine_init_plan(&P, E->dtype, budget);
     engine_set_trace(&P, E->trace);   /* the replay records into the planned engine's recorder */
     const ops_trace *was = ops_null_bind(P.trace ? P.trace->ops : NULL);
-    comm_group tpg, dpg, wg;
+    comm_group tpg, shg, repg, wg;
     comm_null_group(&tpg, &P.comm, m.tp, m.tp_rank);
-    comm_null_group(&dpg, &P.comm, m.dp, m.dp_rank);
+    comm_null_group(&shg, &P.comm, m.shard, m.shard_rank);   /* FSDP shards over S (= dp when R = 1) */
+    comm_null_group(&repg, &P.comm, m.rep, m.rep_rank);
     comm_null_group(&wg, &P.comm, m.world, m.rank);
     model_t M;
-    int rc = model_init(&M, &P, cfg, &m, &tpg, &dpg, o, err, errlen);
+    int rc = model_init(&M, &P, cfg, &m, &tpg, &shg, o, err, errlen);
     if (rc == 0) {
+        M.fsdp.rep = &repg;
         /* the step as build/train runs it (core/run/run.c): every micro-batch, then the optimizer */
         int n = model_micro_batches(o);
         for (int k = 0; k < n; k++) {
@@ -51,7 +53,7 @@ int plan_world_ranks(const engine_t *E, const model_config *cfg, int world, int 
                      mem_stats *per_rank, mem_stats *worst_stats, int *worst, char *err, size_t errlen) {
     *worst = -1;
     mesh_t m;
-    if (mesh_init(&m, world, 0, tp, err, errlen)) return -1;
+    if (mesh_init_hsdp(&m, world, 0, o->replicate > 1 ? o->replicate : 1, tp, err, errlen)) return -1;
     int corner[4] = {0, m.tp - 1, world - m.tp, world - 1}, uniform = 1;
     mem_stats cs[4];
     for (int k = 0; k < 4; k++) {

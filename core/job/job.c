@@ -17,7 +17,7 @@ void job_init(job_t *j) {
     memset(j, 0, sizeof *j);
     j->o = (job_opts){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant",
                       .backend = "cpu", .sp_activations = "local", .ckpt = "none", .accum_reduce = "each", .comm = "mpi",
-                      .dtype = NULL, .tp = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0, .sp = -1,
+                      .dtype = NULL, .tp = 1, .replicate = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0, .sp = -1,
                       .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                       .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
 }
@@ -196,7 +196,7 @@ int job_build(job_t *j, int world, int rank, char *err, size_t errlen) {
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     j->mo = (model_opts){.B = j->B, .T = j->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
                          .checkpoint = ckpt, .attention_flash = !strcmp(o->backend, "cuda"), .grad_accum = o->grad_accum,
-                         .accum_reduce_last = reduce_last};
+                         .accum_reduce_last = reduce_last, .replicate = o->replicate};
     if (o->plan) {
         if (job_given(j, "world") && o->world < 1) BAD("--world must be >= 1 (got %d)", o->world);
         if (!o->world) o->world = 1;
@@ -213,7 +213,9 @@ int job_build(job_t *j, int world, int rank, char *err, size_t errlen) {
         if (!strcmp(o->comm, "nccl") && strcmp(o->backend, "cuda")) BAD("--comm nccl needs --backend cuda");
     }
     /* the mesh: the one mesh_init of a run or a plan */
-    if (mesh_init(&j->mesh, world, rank, o->tp, e, sizeof e)) BAD("%s", e);
+    if (mesh_init_hsdp(&j->mesh, world, rank, o->replicate, o->tp, e, sizeof e)) BAD("%s", e);
+    if (o->replicate > 1 && !o->plan && strcmp(o->backend, "cpu"))
+        BAD("--replicate %d: HSDP runs on --backend cpu only in this build (--plan plans it for any device)", o->replicate);
     tp_shape sh;
     if (tp_shape_of(&sh, &j->cfg, o->tp, 0, e, sizeof e)) BAD("%s", e);
     if (j->mo.sequence_parallel && o->tp > 1 && j->T % o->tp)

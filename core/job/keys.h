@@ -25,6 +25,8 @@
     X(WORLD, "world", "mesh")                                      \
     X(DP, "dp", "mesh")                                            \
     X(TP, "tp", "mesh")                                            \
+    X(REPLICATE, "replicate", "mesh")                              \
+    X(SHARD, "shard", "mesh")                                      \
     X(STEPS_DONE, "steps_done", "summary")                         \
     X(STEP_MS_MEDIAN, "step_ms_median", "summary")                 \
     X(MODEL, "model", "config")                                    \

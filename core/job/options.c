@@ -12,6 +12,8 @@ const cli_opt job_options[] = {
     {"model", CLI_STR, F(model), "NAME|PATH", "a preset (listed below) or an HF config.json",
      CLI_NAME_OR_PATH, "model", NULL},
     {"tp", CLI_INT, F(tp), "N", "tensor-parallel degree; dp = world / tp", 0, "meshes", NULL},
+    {"replicate", CLI_INT, F(replicate), "R", "HSDP: replicas of the FSDP shard group, mesh R x S x tp with S = world / (R * tp); "
+     "state sharded over S, gradients reduce-scattered within S then all-reduced across R (default 1)", 0, "meshes", NULL},
     {"batch-size", CLI_STR, F(batch), "N|max", "sequences per DP rank and micro-batch (global batch = dp * N * --grad-accum); max only with --plan",
      0, "batch_size / global_batch", NULL},
     {"grad-accum", CLI_INT, F(grad_accum), "N", "micro-batches per optimizer step (default 1); loss and gradient are the mean over the global batch",

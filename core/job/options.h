@@ -19,6 +19,7 @@ typedef struct job_opts {
     const char *machine;             /* --machine NAME|FILE: the step-time model (core/cost/predict.h) */
     int gpus_per_host;               /* --gpus-per-host N: ranks per host of a --plan (0: the machine's default) */
     int tp, seq_len, steps, warmup, eval_every, eval_batches, plan, world, sp, prefetch, excluded, log_every;
+    int replicate;                   /* --replicate R: HSDP mesh R x S x tp (1: the 2D mesh) */
     int grad_accum, global_batch;    /* --grad-accum N, --global-batch G (0: not given) */
     long long seed;
     double lr, weight_decay, beta1, beta2, adam_eps, grad_clip, min_lr_ratio, peak_tflops;

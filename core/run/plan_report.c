@@ -38,7 +38,9 @@ int plan_report(const plan_req *q) {
     model_opts mo = q->mo;
     int B = mo.B, G;
     mesh_t m;
-    if (mesh_init(&m, W, 0, q->tp, err, sizeof err)) { say("%s", err); return 2; }
+    if (mesh_init_hsdp(&m, W, 0, mo.replicate > 1 ? mo.replicate : 1, q->tp, err, sizeof err)) { say("%s", err); return 2; }
+    char mn[48];
+    mesh_name(&m, mn, sizeof mn);
     int gper = 0; /* --global-batch with max: sequences per DP rank the micro-batch must divide */
     mem_stats at1; /* nothing fits: what batch 1 needs, for the record as for the line */
     int none_fits = 0;
@@ -47,7 +49,7 @@ int plan_report(const plan_req *q) {
         if (!q->budget) { say("--batch-size max needs --mem-budget"); return 2; }
         if (q->global_batch && mo.grad_accum > 0) { say("--batch-size max takes --global-batch or --grad-accum, not both"); return 2; }
         if (q->global_batch && q->global_batch % m.dp) {
-            say("--global-batch %d is not divisible by dp %d of mesh %dx%d (give a multiple of %d)", q->global_batch, m.dp, m.dp, m.tp, m.dp);
+            say("--global-batch %d is not divisible by dp %d of mesh %s (give a multiple of %d)", q->global_batch, m.dp, mn, m.dp);
             return 2;
         }
         gper = q->global_batch / m.dp;
@@ -66,10 +68,10 @@ int plan_report(const plan_req *q) {
             mem_format(need, sizeof need, s.total_peak); mem_format(have, sizeof have, q->budget);
             if (s.overflow) snprintf(need, sizeof need, "more than %llu EiB", (unsigned long long)(MEM_PLAN_CAP >> 60));
             mem_format(st, sizeof st, s.peak[MEM_PARAMS] + s.peak[MEM_GRADS] + s.peak[MEM_OPTIMIZER]);
-            if (gper) say("no micro-batch dividing %d fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
-                         gper, have, m.dp, m.tp, need, st);
-            else say("no batch size fits --mem-budget %s on mesh %dx%d: batch 1 needs %s per rank (model state alone %s)",
-                     have, m.dp, m.tp, need, st);
+            if (gper) say("no micro-batch dividing %d fits --mem-budget %s on mesh %s: batch 1 needs %s per rank (model state alone %s)",
+                         gper, have, mn, need, st);
+            else say("no batch size fits --mem-budget %s on mesh %s: batch 1 needs %s per rank (model state alone %s)",
+                     have, mn, need, st);
             B = 0;
         }
     }
@@ -95,8 +97,8 @@ int plan_report(const plan_req *q) {
         }
     }
     if (worst.overflow) {
-        say("--plan: this configuration needs more than %llu EiB per rank (batch %d x seq %d on mesh %dx%d): beyond "
-            "what can be planned or run", (unsigned long long)(MEM_PLAN_CAP >> 60), B, mo.T, m.dp, m.tp);
+        say("--plan: this configuration needs more than %llu EiB per rank (batch %d x seq %d on mesh %s): beyond "
+            "what can be planned or run", (unsigned long long)(MEM_PLAN_CAP >> 60), B, mo.T, mn);
         json_decref(ranks); free(per);
         return q->budget ? 3 : 2;
     }
@@ -104,8 +106,8 @@ int plan_report(const plan_req *q) {
     if (N > 1) snprintf(acc, sizeof acc, " x %d micro-batches (reduce-scatter %s)", N, mo.accum_reduce_last ? "after the last" : "each");
     if (mo.checkpoint == 1) snprintf(ck, sizeof ck, ", checkpointing");
     else if (mo.checkpoint > 1) snprintf(ck, sizeof ck, ", checkpointing every %d layers", mo.checkpoint);
-    printf("# memory plan: model %s, mesh %dx%d (dp x tp), world %d, batch %d per DP rank%s (global %d), seq %d, %s%s%s%s\n",
-           q->cfg->name, m.dp, m.tp, W, B, acc, G, mo.T, dtype_name(q->E->dtype),
+    printf("# memory plan: model %s, mesh %s (%s), world %d, batch %d per DP rank%s (global %d), seq %d, %s%s%s%s\n",
+           q->cfg->name, mn, m.rep > 1 ? "replicate x shard x tp" : "dp x tp", W, B, acc, G, mo.T, dtype_name(q->E->dtype),
            mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", ck, mo.prefetch ? ", prefetch" : "");
     printf("%-8s", "# rank");
     for (int c = 0; c < MEM_NCAT; c++) printf(" %12s", mem_cat_names[c]);
@@ -152,6 +154,10 @@ int plan_report(const plan_req *q) {
                               "fits", fitsb, "peak", (json_int_t)worst.total_peak, "most_loaded_rank", wr,
                               "by_category", record_categories(worst.peak), "ranks", ranks, "dtype", dtype_name(q->E->dtype));
         json_object_set_new(j, "at_peak", record_categories(worst.at_peak));
+        if (m.rep > 1) { /* HSDP; a 2D plan's record is as before */
+            json_object_set_new(j, JOB_KEY(REPLICATE), json_integer(m.rep));
+            json_object_set_new(j, JOB_KEY(SHARD), json_integer(m.shard));
+        }
         json_object_set_new(j, JOB_KEY(MICRO_BATCH), json_integer(B));
         json_object_set_new(j, JOB_KEY(GRAD_ACCUM), json_integer(N));
         json_object_set_new(j, JOB_KEY(ACCUM_REDUCE), json_string(mo.accum_reduce_last ? "last" : "each"));

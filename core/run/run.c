@@ -396,6 +396,7 @@ static void setup_comm(run_t *R) {
     char err[4096];
     comm_mpi_groups(&R->E.comm, &R->tpg, &R->dpg, o->tp);
     comm_mpi_world(&R->E.comm, &R->wg);
+    if (R->J.mesh.rep > 1) comm_mpi_hsdp_groups(&R->E.comm, &R->shg, &R->repg, o->tp, R->J.mesh.shard);
     if (R->use_nccl && (comm_nccl_attach(&R->tpg, 1, err, sizeof err) || comm_nccl_attach(&R->dpg, 0, err, sizeof err)))
         agree_fail(1, "%s", err);
     int code = agree_check();
@@ -438,7 +439,10 @@ static void build_engine(run_t *R) {
     int code;
     mem_set_budget(&R->E.mem, R->J.budget.budget);
     model_t *M = &R->M;
-    if (model_init(M, &R->E, &R->J.cfg, &R->J.mesh, &R->tpg, &R->dpg, &R->J.mo, err, sizeof err)) agree_fail(2, "%s", err);
+    int hsdp = R->J.mesh.rep > 1; /* FSDP shards over the shard group; the loss and evaluation still sum over dp */
+    if (model_init(M, &R->E, &R->J.cfg, &R->J.mesh, &R->tpg, hsdp ? &R->shg : &R->dpg, &R->J.mo, err, sizeof err))
+        agree_fail(2, "%s", err);
+    if (hsdp) M->fsdp.rep = &R->repg;
     if ((code = agree_check())) fail(code);
     if (o->init) {
         if (checkpoint_check_shapes(M, &R->stf, err, sizeof err)) agree_fail(2, "%s", err);
@@ -677,6 +681,7 @@ int run_train(job_t *j, const char *parse_error, run_result *res) {
     build_engine(R);
     code = end_run(R, step_loop(R), res);
     comm_mpi_groups_free(&R->tpg, &R->dpg);
+    comm_mpi_groups_free(&R->shg, &R->repg);
     run_predict_free(&R->pred);
     free(R);
     if (g_mpi) MPI_Finalize();

@@ -62,6 +62,11 @@ int run_write_record(run_t *R, const char *status, const char *error, const uint
     json_object_set_new(j, JOB_KEY(CONFIG), job_config_json(&R->J, R->comm_name));
     json_object_set_new(j, JOB_KEY(MESH), json_pack("{s:i, s:i, s:i}", JOB_KEY(WORLD), R->J.mesh.world, JOB_KEY(DP), R->J.mesh.dp,
                                                             JOB_KEY(TP), R->J.mesh.tp));
+    if (R->J.mesh.rep > 1) { /* HSDP: its factors of dp; a 2D mesh's record is as before */
+        json_t *mesh = json_object_get(j, JOB_KEY(MESH));
+        json_object_set_new(mesh, JOB_KEY(REPLICATE), json_integer(R->J.mesh.rep));
+        json_object_set_new(mesh, JOB_KEY(SHARD), json_integer(R->J.mesh.shard));
+    }
     json_object_set_new(j, JOB_KEY(DATA_FILES), data_json(R));
     json_object_set_new(j, JOB_KEY(BATCH_SIZE), json_integer(R->J.B));
     json_object_set_new(j, JOB_KEY(MICRO_BATCH), json_integer(R->J.B));

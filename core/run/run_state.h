@@ -45,6 +45,7 @@ typedef struct run {
     data_file train, val;
     st_file stf;
     comm_group tpg, dpg, wg;
+    comm_group shg, repg;        /* HSDP (--replicate > 1): the shard and replica groups; unused at R = 1 */
     engine_t E;                  /* the live engine: device, op table, compute precision, arena, groups' context */
     model_t M;
     optim_cfg oc;

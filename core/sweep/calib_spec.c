@@ -44,7 +44,7 @@ int sweep_calib_workload(cost_workload *w, const char *path, char *err, size_t e
         const char *ck = mm->checkpoint_activations;
         model_opts o = {.B = 1, .T = mm->seq_len, .sequence_parallel = mm->sequence_parallel != 0, .sp_local = 1,
                         .prefetch = mm->prefetch != 0, .checkpoint = ck && strcmp(ck, "none") != 0,
-                        .attention_flash = s.backend && !strcmp(s.backend, "cuda")};
+                        .attention_flash = s.backend && !strcmp(s.backend, "cuda"), .replicate = mm->rep};
         if (mm->sp_activations) o.sp_local = !strcmp(mm->sp_activations, "local");
         int b = spec_batch(&s, mm, &cfg, &o, e2, sizeof e2);
         if (b <= 0) {

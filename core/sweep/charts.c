@@ -135,7 +135,8 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
                   "# older records without memory.at_peak: peak per category)\n# mesh");
     for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(&m, " %s", mem_cat_names[k]);
     sweep_sb_printf(&m, " peak_total\n");
-    sweep_sb_printf(&mb, "# %s batch per mesh\n# tp dp batch_per_dp_rank global_batch mesh\n",
+    sweep_sb_printf(&mb, "# %s batch per mesh\n# tp dp batch_per_dp_rank global_batch mesh k (its index among the meshes of "
+                         "its TP degree, HSDP meshes sharing one: where its label stacks)\n",
               sweep_batch_searched(s) ? "largest fitting" : "configured");
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
@@ -159,11 +160,11 @@ int sweep_write_plot_data(const sweep_report_ctx *c, char *err, size_t el) {
     }
     /* sorted by TP degree so the lines go left to right */
     for (int tp = 1, done = 0; done < c->n; tp++)
-        for (int i = 0; i < c->n; i++) {
+        for (int i = 0, k = 0; i < c->n; i++) {
             const sweep_result *r = &c->res[i];
             if (r->mesh->tp != tp) continue;
-            sweep_sb_printf(&mb, "%d %d %d %d %s\n", r->mesh->tp, r->mesh->dp, r->batch_size, r->mesh->dp * r->batch_size,
-                      r->mesh->name);
+            sweep_sb_printf(&mb, "%d %d %d %d %s %d\n", r->mesh->tp, r->mesh->dp, r->batch_size, r->mesh->dp * r->batch_size,
+                      r->mesh->name, k++);
             done++;
         }
     if (sweep_sb_write(&t, c->dir, "throughput.dat", err, el)) {

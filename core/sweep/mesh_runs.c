@@ -109,13 +109,14 @@ static const char *check_record(const sweep_runner *R, const sweep_mesh *m, int 
     const char *st = json_string_value(json_object_get(rec, "status"));
     int want_steps = kind == SWEEP_ARGV_PROBE ? 2 : s->steps;
     long long w = rec_int(rec, "mesh", "world"), dp = rec_int(rec, "mesh", "dp"), tp = rec_int(rec, "mesh", "tp");
-    long long b = rec_int(rec, "batch_size", NULL);
+    long long rep = rec_int(rec, "mesh", "replicate"), b = rec_int(rec, "batch_size", NULL);
+    if (rep < 0) rep = 1; /* a record from before HSDP: a 2D mesh */
     if (!json_is_object(rec) || !schema || strcmp(schema, "meshsweep.run/1") != 0)
         snprintf(buf, cap, "not a run record (schema \"meshsweep.run/1\" missing)");
     else if (!is_status(st)) snprintf(buf, cap, "no valid status");
-    else if (w != s->world || dp != m->dp || tp != m->tp)
-        snprintf(buf, cap, "the record is of world %lld, mesh %lldx%lld; asked: world %d, mesh %s", w, dp, tp,
-                 s->world, m->name);
+    else if (w != s->world || dp != m->dp || tp != m->tp || rep != m->rep)
+        snprintf(buf, cap, "the record is of world %lld, mesh %lldx%lld (replicate %lld); asked: world %d, mesh %s", w, dp,
+                 tp, rep, s->world, m->name);
     else if (batch >= 0 ? b != batch : b < 0)
         snprintf(buf, cap, "the record is of batch size %lld; asked: %d", b, batch);
     else if (strcmp(st, "ok") == 0 && (rec_int(rec, "config", "steps") != want_steps ||
@@ -199,6 +200,10 @@ static json_t *runner_record(const sweep_runner *R, const sweep_mesh *m, int bat
     if (!r) {
         json_decref(argv_j);
         return NULL;
+    }
+    if (m->rep > 1) { /* HSDP, as build/train records it */
+        json_object_set_new(json_object_get(r, "mesh"), "replicate", json_integer(m->rep));
+        json_object_set_new(json_object_get(r, "mesh"), "shard", json_integer(m->dp / m->rep));
     }
     json_t *run = json_object();
     if (run) {
@@ -408,8 +413,9 @@ static json_t *launch_plan(sweep_runner *R, const sweep_mesh *m, int b, char *er
     sweep_pathf(log, sizeof log, "%s/runs/%s.plan.log", R->dir, m->name);
     *interrupted = 0;
     json_t *plan = access(final, F_OK) == 0 ? json_load_file(final, 0, NULL) : NULL;
+    long long prep = rec_int(plan, "replicate", NULL);
     if (json_is_integer(json_object_get(plan, "batch_size")) && rec_int(plan, "tp", NULL) == m->tp &&
-        rec_int(plan, "world", NULL) == R->spec->world) {
+        rec_int(plan, "world", NULL) == R->spec->world && (prep < 0 ? 1 : prep) == m->rep) {
         sweep_progress(R, m, "plan: %s %lld (done before)\n", b ? "batch" : "max batch", rec_int(plan, "batch_size", NULL));
         return plan;
     }

@@ -114,6 +114,7 @@ static json_t *mesh_json(const sweep_report_ctx *c, const sweep_result *r, doubl
     json_object_set_new(m, "mesh", json_string(r->mesh->mesh_name));
     json_object_set_new(m, "dp", json_integer(r->mesh->dp));
     json_object_set_new(m, "tp", json_integer(r->mesh->tp));
+    json_object_set_new(m, "replicate", json_integer(r->mesh->rep)); /* HSDP's R; dp = R·S */
     json_object_set_new(m, "batch_size", json_integer(r->batch_size));
     json_object_set_new(m, "global_batch", json_integer(sweep_global_batch(r)));
     if (c->spec->batch_mode == SWEEP_BATCH_MATCHED) {

@@ -241,6 +241,13 @@ static void setup_lines(sweep_sbuf *b, const sweep_report_ctx *c) {
 
 /* ---- tables ----------------------------------------------------------------------------------- */
 
+/* the dp column: the data-parallel degree, and on an HSDP mesh RxSxT its factors, "4 (2 x 2)" (replicate x shard) */
+static const char *dp_cell(const sweep_mesh *m, char *buf, size_t cap) {
+    if (m->rep > 1) snprintf(buf, cap, "%d (%d x %d)", m->dp, m->rep, m->dp / m->rep);
+    else snprintf(buf, cap, "%d", m->dp);
+    return buf;
+}
+
 static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
     sweep_sb_printf(b, "| %s | dp | tp | batch / DP rank | global batch | tok/s | tok/s per rank | MFU (1 core per rank) | "
                        "MFU (core share) | peak MiB | final loss | final eval loss | s to loss ", c->spec->n_axes ? "cell" : "mesh");
@@ -249,8 +256,9 @@ static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
     sweep_sb_printf(b, " | status |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
-        sweep_sb_printf(b, "| [%s](runs/%s.json) | %d | %d | %d | %d | ", r->mesh->name, r->mesh->name, r->mesh->dp,
-                        r->mesh->tp, r->batch_size, sweep_global_batch(r));
+        char dpb[48];
+        sweep_sb_printf(b, "| [%s](runs/%s.json) | %s | %d | %d | %d | ", r->mesh->name, r->mesh->name,
+                        dp_cell(r->mesh, dpb, sizeof dpb), r->mesh->tp, r->batch_size, sweep_global_batch(r));
         md_num(b, sweep_record_num(r->record, "summary.tok_s"), "%.0f");
         md_num(b, sweep_record_num(r->record, "summary.tok_s_per_rank"), "%.0f");
         md_num(b, 100 * sweep_record_num(r->record, "summary.mfu"), "%.2f%%");
@@ -264,6 +272,11 @@ static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
     }
     sweep_sb_printf(b, "\nSeconds to a loss: the sum of the step times up to the first step whose training loss is at "
                        "or below it (start-up and evaluation not counted).\n\n");
+    int hsdp = 0;
+    for (int i = 0; i < c->n; i++) hsdp |= c->res[i].mesh->rep > 1;
+    if (hsdp)
+        sweep_sb_printf(b, "HSDP meshes RxSxT (replicate x shard x tp): dp = R x S, shown as \"dp (R x S)\"; the state is "
+                           "sharded over S and each replica of it holds a copy.\n\n");
 }
 
 static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
@@ -278,13 +291,15 @@ static void plan_table(sweep_sbuf *b, const sweep_report_ctx *c) {
         if (r->record) sweep_sb_printf(b, "| [%s](runs/%s.plan.json) ", r->mesh->name, r->mesh->name);
         else sweep_sb_printf(b, "| %s ", r->mesh->name); /* no plan file to link to */
         double need1 = sweep_record_num(r->record, "batch_1_needs.peak");
+        char dpb[48];
         if (r->batch_size == 0 && need1 == need1) { /* nothing fits: batch 1's need, not a peak of zero */
-            sweep_sb_printf(b, "| %d | %d | none fits | 0 | batch 1 needs %.1f ", r->mesh->dp, r->mesh->tp, need1 / MiB);
+            sweep_sb_printf(b, "| %s | %d | none fits | 0 | batch 1 needs %.1f ", dp_cell(r->mesh, dpb, sizeof dpb), r->mesh->tp,
+                            need1 / MiB);
             for (int k = 0; k < MEM_NCAT; k++) sweep_sb_printf(b, "| ");
             sweep_sb_printf(b, "| no | %s |\n", r->status);
             continue;
         }
-        sweep_sb_printf(b, "| %d | %d | %d%s | %d | ", r->mesh->dp, r->mesh->tp, r->batch_size,
+        sweep_sb_printf(b, "| %s | %d | %d%s | %d | ", dp_cell(r->mesh, dpb, sizeof dpb), r->mesh->tp, r->batch_size,
                         sweep_cap_text(r->capped), sweep_global_batch(r));
         md_num(b, sweep_record_num(r->record, "peak") / MiB, "%.1f");
         for (int k = 0; k < MEM_NCAT; k++) {

@@ -158,6 +158,21 @@ int sweep_parse_mesh(const char *text, int *dp, int *tp) {
     return 0;
 }
 
+int sweep_parse_mesh3(const char *text, int *rep, int *dp, int *tp) {
+    if (sweep_parse_mesh(text, dp, tp) == 0) {
+        *rep = 1;
+        return 0;
+    }
+    if (!text) return -1;
+    const char *p = text;
+    int r, s, t;
+    if (parse_pos_dec(&p, &r) != 0 || *p++ != 'x' || parse_pos_dec(&p, &s) != 0 || *p++ != 'x' ||
+        parse_pos_dec(&p, &t) != 0 || *p != '\0' || (long long)r * s * t > (1 << 20))
+        return -1;
+    *rep = r; *dp = r * s; *tp = t;
+    return 0;
+}
+
 int sweep_name_valid(const char *name) {
     if (!name || !*name || strlen(name) > 100) return 0;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return 0;
@@ -172,7 +187,7 @@ int sweep_name_valid(const char *name) {
 
 /* The options of build/train that the runner sets itself, and the spec key each comes from. */
 static const struct { const char *opt, *key; } owned_opts[] = {
-    {"--tp", "meshes"}, {"--world", "world"}, {"--batch-size", "batch_size / global_batch"},
+    {"--tp", "meshes"}, {"--replicate", "meshes"}, {"--world", "world"}, {"--batch-size", "batch_size / global_batch"},
     {"--steps", "steps"}, {"--seq-len", "seq_len"}, {"--model", "model"}, {"--out", "the results folder"},
     {"--mem-budget", "mem_budget"}, {"--data", "data"}, {"--eval-data", "eval_data"},
     {"--eval-every", "eval_every"}, {"--seed", "seed"}, {"--lr", "lr"}, {"--backend", "backend"},
@@ -222,8 +237,8 @@ static int parse_meshes(json_t *root, sweep_spec *s, char *err, size_t el) {
             return -1;
         }
         const char *t = json_string_value(e);
-        if (strlen(t) >= sizeof m->mesh_name || sweep_parse_mesh(t, &m->dp, &m->tp) != 0) {
-            errmsg_set(err, el, "meshes[%d]: \"%.40s\" is not DPxTP (two positive integers, e.g. \"2x4\")", i, t);
+        if (strlen(t) >= sizeof m->mesh_name || sweep_parse_mesh3(t, &m->rep, &m->dp, &m->tp) != 0) {
+            errmsg_set(err, el, "meshes[%d]: \"%.40s\" is not DPxTP or RxSxT (positive integers, e.g. \"2x4\", \"2x2x2\")", i, t);
             return -1;
         }
         if ((long long)m->dp * m->tp != s->world) {
@@ -232,13 +247,13 @@ static int parse_meshes(json_t *root, sweep_spec *s, char *err, size_t el) {
             return -1;
         }
         for (int j = 0; j < i; j++)
-            if (s->meshes[j].dp == m->dp && s->meshes[j].tp == m->tp) {
+            if (s->meshes[j].dp == m->dp && s->meshes[j].tp == m->tp && s->meshes[j].rep == m->rep) {
                 errmsg_set(err, el, "meshes[%d]: \"%s\" is listed twice", i, t);
                 return -1;
             }
-        /* canonical name: equal to the text, which has no leading zeros by construction */
-        snprintf(m->name, sizeof m->name, "%dx%d", m->dp, m->tp);
-        snprintf(m->mesh_name, sizeof m->mesh_name, "%dx%d", m->dp, m->tp);
+        /* canonical name: equal to the text, which has no leading zeros by construction ("1x8x1" stays 3D) */
+        snprintf(m->name, sizeof m->name, "%s", t);
+        snprintf(m->mesh_name, sizeof m->mesh_name, "%s", t);
     }
     return 0;
 }
@@ -307,10 +322,10 @@ static int parse_batch(json_t *root, sweep_spec *s, char *err, size_t el) {
     const char *k;
     json_t *val;
     json_object_foreach(bs, k, val) {
-        int dp, tp, found = -1;
-        if (sweep_parse_mesh(k, &dp, &tp) == 0)
+        int rep, dp, tp, found = -1;
+        if (sweep_parse_mesh3(k, &rep, &dp, &tp) == 0)
             for (int i = 0; i < s->n_meshes; i++)
-                if (s->meshes[i].dp == dp && s->meshes[i].tp == tp) found = i;
+                if (s->meshes[i].dp == dp && s->meshes[i].tp == tp && s->meshes[i].rep == rep) found = i;
         if (found < 0) {
             errmsg_set(err, el, "batch_size.%.40s: not one of the meshes", k);
             return -1;
@@ -703,6 +718,10 @@ int sweep_train_argv_env(const sweep_spec *s, const sweep_mesh *m, int kind, int
     P(s->model);
     P("--tp");
     PF("%d", m->tp);
+    if (m->rep > 1) {
+        P("--replicate");
+        PF("%d", m->rep);
+    }
     P("--batch-size");
     if (kind == SWEEP_ARGV_PLAN && batch_size <= 0) P("max");
     else PF("%d", batch_size);

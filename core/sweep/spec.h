@@ -31,7 +31,8 @@ enum sweep_batch_mode {
 typedef struct sweep_mesh {
     char name[SWEEP_CELL_NAME_MAX + 1]; /* "2x4" as written in meshes[]; a grid cell "2x4.ac=full.seq=4096" */
     char mesh_name[24];    /* the mesh alone, "2x4" */
-    int dp, tp;
+    int dp, tp;            /* dp = R·S: the data-parallel degree of the batch */
+    int rep;               /* HSDP "RxSxT": R (1 on a 2D mesh "DPxTP") */
     int batch_size;        /* per DP rank; 0 in SWEEP_BATCH_MAX and SWEEP_BATCH_MATCHED (found at run time) */
     int mesh_index;        /* its mesh in the spec's meshes[] */
     int setting;           /* grid: which combination of axis values (0..n_settings-1); 0 without axes */
@@ -114,6 +115,8 @@ int sweep_batch_searched(const sweep_spec *s);
 
 /* "DPxTP": two positive decimal integers without sign, spaces or leading zeros. 0 or -1. */
 int sweep_parse_mesh(const char *text, int *dp, int *tp);
+/* "DPxTP" (rep 1) or the HSDP mesh "RxSxT" (dp = R·S; at most 2^20 ranks). 0 or -1. */
+int sweep_parse_mesh3(const char *text, int *rep, int *dp, int *tp);
 /* A sweep name that is safe as one path component: [A-Za-z0-9._-]{1,100}, not "." or "..". */
 int sweep_name_valid(const char *name);
 
