@@ -35,8 +35,10 @@ PY
 REF="$T/ref"
 run_mesh() { # NAME DP TP EXTRA...  (against $REF.json / $REF.st with ${COMMON[@]})
   local name=$1 dp=$2 tp=$3; shift 3
-  local w=$((dp * tp)) b=$((${G:-8} / dp))
-  if ! "${MPIRUN[@]}" -np $w "$BUILD/train" "${COMMON[@]}" --tp $tp --batch-size $b "$@" \
+  local w=$((dp * tp)) bs=(--batch-size $((${G:-8} / dp)))
+  # a case that sets its own --batch-size gives it once (an option given twice is refused)
+  case " $* " in *" --batch-size "*) bs=() ;; esac
+  if ! "${MPIRUN[@]}" -np $w "$BUILD/train" "${COMMON[@]}" --tp $tp "${bs[@]}" "$@" \
        --out "$T/$name.json" --save "$T/$name.st" >"$T/$name.log" 2>&1; then
     fail "mesh_$name" "run failed: $(grep -v '^\s*$' "$T/$name.log" | tail -3 | tr '\n' ' ')"; return
   fi
@@ -80,9 +82,10 @@ PY
 # checkpoints between meshes (the format is unsharded HF tensors): the 2x2x2 run's file loaded with --init on
 # 4x2x1, 2x1x4, the 2D meshes 1x8 and 2x4 (R = 1), and one rank, and saved again without a step, is the same file
 # byte for byte; a file of other shapes is refused on a 3D mesh (one line, exit 2, nothing written)
+without COMMON --steps
 for m in "4 2 1" "2 1 4" "1 1 8" "1 2 4" "1 1 1"; do
   set -- $m; name=${1}x${2}x${3}; [ "$1" = 1 ] && name=${2}x${3}
-  "${MPIRUN[@]}" -np $(($1 * $2 * $3)) "$BUILD/train" "${COMMON[@]}" --steps 0 --replicate $1 --tp $3 --init "$T/2x2x2.st" \
+  "${MPIRUN[@]}" -np $(($1 * $2 * $3)) "$BUILD/train" "${WITHOUT[@]}" --steps 0 --replicate $1 --tp $3 --init "$T/2x2x2.st" \
     --save "$T/re_$name.st" >"$T/re_$name.log" 2>&1
   rc=$?
   if [ $rc = 0 ] && cmp -s "$T/2x2x2.st" "$T/re_$name.st"; then ok "mesh_hsdp_checkpoint_2x2x2_to_$name"
