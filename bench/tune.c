@@ -31,6 +31,8 @@ static const cli_opt tune_options[] = {
      "this host its memory over the ranks of a host)", 0, NULL, NULL},
     {"mem-reserve", CLI_STR, F(mem_reserve), "SIZE", "with --gpu: device memory kept out of the budget (default 1GiB)", 0, NULL, NULL},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 with --gpu, fp32 on this host)", 0, NULL, NULL},
+    {"max-replicate", CLI_INT, F(max_replicate), "R", "HSDP meshes R x S x tp up to R replicas (default: every R that divides "
+     "dp; 1: the 2D meshes dp x tp only)", 0, NULL, NULL},
     {"jobs", CLI_INT, F(jobs), "N", "processes that plan and price the cells (default: the online cores, at most 8)", 0, NULL, NULL},
     {"full-replay", CLI_ON, F(full_replay), NULL, "replay every micro-batch of every cell (slower: what extending a step "
      "from 2 and 3 micro-batches is measured against)", 0, NULL, NULL},
@@ -48,9 +50,11 @@ static const int tune_noptions = (int)(sizeof tune_options / sizeof tune_options
 
 static void usage(void) {
     printf("usage: build/tune --model NAME|PATH [--gpu NAME | --machine NAME|FILE] --world W [--gpus-per-host N]\n"
+           "                  [--max-replicate R]\n"
            "                  --seq-len T --global-batch G|--global-tokens N [--mem-budget SIZE] [--out-dir DIR]\n\n"
-           "Plans and prices every cell of mesh (dp x tp) x micro-batch x accumulation x checkpointing x sequence\n"
-           "parallel x reduce mode x prefetch that reaches the global batch exactly, and writes DIR/<UTC timestamp>/:\n"
+           "Plans and prices every cell of mesh (dp x tp, and HSDP R x S x tp) x micro-batch x accumulation x\n"
+           "checkpointing x sequence parallel x reduce mode x prefetch that reaches the global batch exactly, and\n"
+           "writes DIR/<UTC timestamp>/:\n"
            "cells.json, cells.csv, report.md (winner, runner-up and why; the ranked table), pareto.png, by_mesh.png.\n"
            "Each cell is `build/train --plan` with the flags of its train_plan_args column.\n\n");
     cli_usage(stdout, tune_options, tune_noptions);

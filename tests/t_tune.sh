@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # tests/t_tune.sh — build/tune (docs/tune.md):
-# - the space: the cell count of a tiny model on 4 ranks and on 16 (a refused mesh among them), by
-#   status, computed here from the axes (meshes, micro-batches that divide the sequences per DP rank,
-#   checkpointing values, SP, reduce modes, prefetch), not read from the program;
+# - the space: the cell count of a tiny model on 4 ranks and on 16 (a refused mesh among them; and on 16
+#   with --max-replicate 2), by status, computed here from the axes (meshes R x S x tp: every tp and every
+#   replicate degree R dividing dp, micro-batches that divide the sequences per DP rank, checkpointing
+#   values, SP, reduce modes, prefetch), not read from the program; the meshes listed by name (DPxT for
+#   R = 1, RxSxT for HSDP) in cells.json, cells.csv, by_mesh.dat and report.md's per-mesh table;
 # - every cell of the tiny space equals `build/train --plan` with the cell's own flags: the peak and every
 #   category byte for byte, the predicted step, tok/s, MFU, communication and exposed communication (to
-#   1e-9: a step of more than 3 micro-batches is extended from 2 and 3), and a sample of a 1B model's
-#   cells on 16 GPUs over two hosts;
+#   1e-9: a step of more than 3 micro-batches is extended from 2 and 3; HSDP cells with their --replicate
+#   and the plan's replicate and shard), and a sample of a 1B model's cells on 16 GPUs over two hosts plus
+#   the best cell of each of its HSDP meshes;
 # - the ranking (1..n by tok/s), the folder (cells.json, cells.csv, report.md naming the winner and the
 #   runner-up, pareto.png, by_mesh.png, no temp file), one process and two giving the same cells;
 # - bad input: one line, exit 2 (nothing fits, no reachable global batch, --gpus-per-host that does not
 #   divide the world, --global-tokens not whole sequences, a sequence past the model, no step-time model,
-#   two budgets, an unknown option);
+#   two budgets, an unknown option, --max-replicate out of range);
 # - SIGINT in the middle: exit 130, no folder and no temp folder left, no worker left running.
 source "$(dirname "$0")/lib.sh"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -24,6 +27,8 @@ must tune_tiny_jobs2 "$TU" --model tiny --gpu h100-80gb --machine h100-80gb --wo
   > "$T/b.out" 2>"$T/b.err"
 must tune_tiny16 "$TU" --model tiny --gpu h100-80gb --machine h100-80gb --world 16 --gpus-per-host 8 --seq-len 32 --global-batch 32 \
   --out-dir "$T/c" > "$T/c.out" 2>"$T/c.err"
+must tune_tiny16_r2 "$TU" --model tiny --gpu h100-80gb --machine h100-80gb --world 16 --gpus-per-host 8 --seq-len 32 --global-batch 32 \
+  --max-replicate 2 --out-dir "$T/e" > "$T/e.out" 2>"$T/e.err"
 must tune_1b "$TU" --model llama3.2-1b --gpu h100-80gb --machine h100-80gb --world 16 --gpus-per-host 8 --seq-len 1024 --global-batch 32 \
   --out-dir "$T/d" > "$T/d.out" 2>"$T/d.err"
 
@@ -40,11 +45,16 @@ def load(tag):
     return d, json.load(open(os.path.join(d, "cells.json")))
 
 # ---- the count, from the axes (the model's shape from build/train's presets: tiny is L 4, H 8, KV 8, f 384)
-def expected(world, L, H, KV, f, d, T_, G, refused_tp):
+def meshes(world, max_r):
+    # R x S x tp: every tp dividing the world, every replicate degree R dividing dp = world / tp (R = 1: the 2D mesh)
+    return [(R, world // tp // R, tp) for tp in range(1, world + 1) if world % tp == 0
+            for R in range(1, world // tp + 1) if (world // tp) % R == 0 and (not max_r or R <= max_r)]
+def name(R, S, tp): return f"{R}x{S}x{tp}" if R > 1 else f"{S}x{tp}"
+def expected(world, L, H, KV, f, d, T_, G, refused_tp, max_r):
     ck = 2 + sum(1 for K in range(2, L + 1) if -(-L // (K - 1)) > -(-L // K))
     n = {"fits": 0, "unreachable": 0, "no_fit": 0}
-    for tp in [t for t in range(1, world + 1) if world % t == 0]:
-        dp = world // tp
+    for R, S, tp in meshes(world, max_r):
+        dp = R * S
         if tp in refused_tp: continue
         if G % dp: n["unreachable"] += 1; continue
         per = G // dp
@@ -54,14 +64,25 @@ def expected(world, L, H, KV, f, d, T_, G, refused_tp):
             N = per // B
             n["fits"] += ck * sp * (2 if N > 1 else 1) * 2
     return n
-for tag, world, G, refused in (("a", 4, 8, ()), ("c", 16, 32, (16,))):
+for tag, world, G, refused, max_r in (("a", 4, 8, (), 0), ("c", 16, 32, (16,), 0), ("e", 16, 32, (16,), 2)):
     d, j = load(tag)
     got = {"fits": 0, "unreachable": 0, "no_fit": 0}
     for c in j["cells"]: got[c["status"]] += 1
-    want = expected(world, 4, 8, 8, 384, 128, 32, G, refused)
+    want = expected(world, 4, 8, 8, 384, 128, 32, G, refused, max_r)
     (ok if got == want else fail)(f"tune_count_{tag}", f"cells by status {got}, want {want}")
+    want_m = sorted(m for m in meshes(world, max_r) if m[2] not in refused)
+    got_m = sorted({(c["mesh"]["replicate"], c["mesh"]["dp"] // c["mesh"]["replicate"], c["mesh"]["tp"]) for c in j["cells"]})
+    (ok if got_m == want_m else fail)(f"tune_meshes_{tag}", f"meshes {got_m}, want {want_m}")
     if tag == "c":
         (ok if "16" in j["meshes_refused"] and "1x16" in j["meshes_refused"] else fail)("tune_refused_mesh", j["meshes_refused"])
+        bm = [l.split('"')[1] for l in open(os.path.join(d, "by_mesh.dat")) if not l.startswith("#")]
+        (ok if bm == [name(*m) for m in meshes(world, max_r)] else fail)("tune_by_mesh_names", f"{bm}")
+        md = open(os.path.join(d, "report.md")).read().split("## The best cell of each mesh")[1]
+        rows = [l.split("|")[2].strip() for l in md.splitlines() if l.startswith("| ") and l.split("|")[1].strip().isdigit()]
+        (ok if sorted(rows) == sorted(name(*m) for m in want_m) else fail)("tune_report_names_hsdp", f"{rows}")
+        rows = list(csv.DictReader(open(os.path.join(d, "cells.csv"))))
+        (ok if sorted({(int(r["replicate"]), int(r["dp"]), int(r["tp"])) for r in rows}) == sorted((R, R * S, t) for R, S, t in want_m)
+         else fail)("tune_csv_replicate", "replicate, dp, tp columns")
 
 # ---- every cell = build/train --plan with its flags
 def same(a, b): return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
@@ -74,6 +95,9 @@ def compare(tag, cells, name):
         if r.returncode != 0: bad.append(f"{args}: exit {r.returncode} {r.stderr[-200:]}"); continue
         p = json.load(open(out)); t = p["time"]
         pairs = [(p["peak"], c["peak_bytes"]), (p["micro_batch"], c["micro_batch"]), (p["grad_accum"], c["grad_accum"])]
+        R = c["mesh"]["replicate"]
+        pairs += [(p.get("replicate", 1), R), (p["dp"], c["mesh"]["dp"]), (p["tp"], c["mesh"]["tp"])]
+        pairs += [(p["shard"], c["mesh"]["dp"] // R), (f"--replicate {R}" in c["train_plan_args"], True)] if R > 1 else []
         pairs += [(p["by_category"][k], v) for k, v in c["peak_bytes_by_category"].items()]
         if any(a != b for a, b in pairs): bad.append(f"{c['train_plan_args']}: memory {pairs}"); continue
         fl = [(t["step_ms"], c["predicted_step_ms"]), (t["tok_s"], c["predicted_tok_s"]), (t["mfu"], c["predicted_mfu"]),
@@ -84,12 +108,21 @@ def compare(tag, cells, name):
 d, j = load("a")
 fits = [c for c in j["cells"] if c["status"] == "fits"]
 (ok if any(c["grad_accum"] > 3 for c in fits) else fail)("tune_space_has_long_accumulation", "no cell of N > 3")
+hs = [c for c in fits if c["mesh"]["replicate"] > 1]
+(ok if {c["mesh"]["replicate"] for c in hs} == {2, 4} and any(c["mesh"]["tp"] == 2 for c in hs) else fail)(
+    "tune_space_has_hsdp", f"{len(hs)} HSDP cells")
 compare("a", fits, "tune_every_cell_equals_train_plan")
+compare("a", hs, "tune_hsdp_cells_equal_train_plan")
 d1, j1 = load("d")
 random.seed(7)
 fit1 = [c for c in j1["cells"] if c["status"] == "fits"]
 sample = sorted(random.sample(fit1, min(24, len(fit1))), key=lambda c: c["rank"])[:24]
 compare("d", sample + [c for c in fit1 if c["rank"] == 1], "tune_1b_sample_equals_train_plan")
+best = {}
+for c in sorted(fit1, key=lambda c: c["rank"] or 1 << 30):
+    if c["mesh"]["replicate"] > 1: best.setdefault((c["mesh"]["replicate"], c["mesh"]["tp"]), c)
+(ok if len(best) >= 8 else fail)("tune_1b_hsdp_meshes", f"{sorted(best)}")
+compare("d", list(best.values()), "tune_1b_hsdp_best_equals_train_plan")
 
 # ---- ranking, folder, determinism
 ranks = sorted(c["rank"] for c in j["cells"] if c["rank"])
@@ -104,7 +137,9 @@ rows = list(csv.DictReader(open(os.path.join(d, "cells.csv"))))
 (ok if len(rows) == len(j["cells"]) and rows[0]["status"] == j["cells"][0]["status"] else fail)("tune_csv", f"{len(rows)} rows")
 md = open(os.path.join(d, "report.md")).read().split("\n\n")
 w, r2 = by[0], by[1]
-mesh = lambda c: f"mesh {c['mesh']['dp']}x{c['mesh']['tp']}, micro-batch {c['micro_batch']} x {c['grad_accum']}"
+def mesh(c):
+    R = c["mesh"]["replicate"]
+    return f"mesh {name(R, c['mesh']['dp'] // R, c['mesh']['tp'])}, micro-batch {c['micro_batch']} x {c['grad_accum']}"
 first = md[1]
 (ok if "winner" in first and mesh(w) in first and "runner-up" in first and mesh(r2) in first and "exposes" in first
  else fail)("tune_report_first_paragraph", first[:300])
@@ -126,6 +161,8 @@ expect_exit tune_bad_no_machine 2 'no step-time model' -- "$TU" --model tiny --w
 expect_exit tune_bad_two_budgets 2 'two budgets' -- "$TU" --model tiny --world 4 --global-batch 8 --mem-budget 1GiB "${C[@]}"
 expect_exit tune_bad_option 2 'unknown option' -- "$TU" --model tiny --world 4 --global-batch 8 --checkpoint every:9 "${C[@]}"
 expect_exit tune_bad_model 2 'model' -- "$TU" --model no-such-model --world 4 --global-batch 8 "${C[@]}"
+expect_exit tune_bad_max_replicate 2 'max-replicate must be' -- "$TU" --model tiny --world 4 --global-batch 8 --max-replicate -1 "${C[@]}"
+expect_exit tune_bad_max_replicate_big 2 'max-replicate must be' -- "$TU" --model tiny --world 4 --global-batch 8 --max-replicate 5 "${C[@]}"
 check tune_bad_wrote_nothing test ! -e "$T/bad"
 
 # ---- SIGINT in the middle: nothing left

@@ -175,14 +175,15 @@ static int write_chart_data(const tune_space *S, const int *order, const char *d
     if (!(f = fopen(p, "w"))) return -1;
     fprintf(f, "# mesh predicted_tok_s best_cell\n");
     tune_mesh ms[TUNE_MAX_MESHES];
-    int nm = tune_meshes(S->o.world, ms, TUNE_MAX_MESHES);
+    int nm = tune_meshes(S->o.world, S->o.max_replicate, ms, TUNE_MAX_MESHES);
     for (int m = 0; m < nm; m++) {
         const tune_cell *b = NULL;
         for (int i = 0; i < S->n_priced && !b; i++)
             if (S->cells[order[i]].mesh.t == ms[m].t && S->cells[order[i]].mesh.r == ms[m].r) b = &S->cells[order[i]];
-        char lab[160];
+        char lab[160], mn[48];
         if (b) tune_cell_label(b, lab, sizeof lab);
-        fprintf(f, "\"%dx%d\" %.2f \"%s\"\n", ms[m].r * ms[m].s, ms[m].t, b ? b->tok_s : 0.0, b ? lab : "no fitting cell");
+        tune_mesh_name(&ms[m], mn, sizeof mn);
+        fprintf(f, "\"%s\" %.2f \"%s\"\n", mn, b ? b->tok_s : 0.0, b ? lab : "no fitting cell");
     }
     return fclose(f) ? -1 : 0;
 }
@@ -197,7 +198,7 @@ static const char pareto_gp[] =
     "     'pareto.dat' every ::0::0 using 1:2 with points pt 6 ps 2.5 lw 2 lc rgb '#000000' title 'winner'\n";
 static const char by_mesh_gp[] =
     "set terminal pngcairo size 1000,650 noenhanced\nset output '.by_mesh.png.tmp'\n"
-    "set title 'best predicted tok/s of each mesh (dp x tp)'\nset xlabel 'mesh'\nset ylabel 'predicted tok/s'\n"
+    "set title 'best predicted tok/s of each mesh (dp x tp; HSDP replicate x shard x tp)'\nset xlabel 'mesh'\nset ylabel 'predicted tok/s'\n"
     "set style fill solid 0.7\nset boxwidth 0.6\nset grid ytics\nset yrange [0:*]\nset xtics rotate by -20\n"
     "plot 'by_mesh.dat' using 0:2:xtic(1) with boxes lc rgb '#2e86c1' notitle, \\\n"
     "     '' using 0:(0):3 with labels rotate by 90 left offset 0,0.7 font ',9' notitle\n";
@@ -224,9 +225,10 @@ static int draw(const char *dir, const char *name, const char *script, char *err
 
 /* ------------------------------------------------------------------ report.md */
 static void setting_text(const tune_cell *c, char *out, size_t cap) {
-    char ck[32];
+    char ck[32], mn[48];
     tune_ckpt_text(c, ck, sizeof ck);
-    snprintf(out, cap, "mesh %dx%d, micro-batch %d x %d micro-batch%s, checkpointing %s%s%s%s%s", c->dp, c->mesh.t, c->B, c->N,
+    tune_mesh_name(&c->mesh, mn, sizeof mn);
+    snprintf(out, cap, "mesh %s, micro-batch %d x %d micro-batch%s, checkpointing %s%s%s%s%s", mn, c->B, c->N,
              c->N > 1 ? "es" : "", ck,
              c->sp < 0 ? "" : c->sp == 0 ? ", no sequence parallel" : c->sp_local ? ", sequence parallel (local)" : ", sequence parallel (gathered)",
              c->reduce_last < 0 ? "" : c->reduce_last ? ", reduce after the last" : ", reduce each",
@@ -252,8 +254,10 @@ static void why_paragraph(FILE *f, const tune_space *S, const int *order) {
     for (int i = 1; i < S->n_priced; i++) { /* the best cell of another mesh: why the mesh itself won */
         const tune_cell *o = &S->cells[order[i]];
         if (o->mesh.t == w->mesh.t && o->mesh.r == w->mesh.r) continue;
-        fprintf(f, " The best other mesh, %dx%d, reaches %.0f tok/s (%.1f%% slower) with %.1f ms of exposed communication, "
-                   "%.1f ms of compute and %d recomputed layers.", o->dp, o->mesh.t, o->tok_s, 100 * (1 - o->tok_s / w->tok_s),
+        char mn[48];
+        tune_mesh_name(&o->mesh, mn, sizeof mn);
+        fprintf(f, " The best other mesh, %s, reaches %.0f tok/s (%.1f%% slower) with %.1f ms of exposed communication, "
+                   "%.1f ms of compute and %d recomputed layers.", mn, o->tok_s, 100 * (1 - o->tok_s / w->tok_s),
                 o->exposed_comm_ms, o->compute_ms, o->recompute_layers);
         break;
     }
@@ -261,16 +265,17 @@ static void why_paragraph(FILE *f, const tune_space *S, const int *order) {
 }
 
 static void table_row(FILE *f, const tune_space *S, const tune_cell *c) {
-    char ck[32];
+    char ck[32], mn[48];
     tune_ckpt_text(c, ck, sizeof ck);
-    fprintf(f, "| %d | %dx%d | %d x %d | %s | %s | %s | %s | %.2f | %.2f | %.1f | %.0f | %.0f | %.1f%% | %.1f |\n", c->rank, c->dp,
-            c->mesh.t, c->B, c->N, ck, c->sp < 0 ? "-" : c->sp == 0 ? "off" : c->sp_local ? "local" : "gathered",
+    tune_mesh_name(&c->mesh, mn, sizeof mn);
+    fprintf(f, "| %d | %s | %d x %d | %s | %s | %s | %s | %.2f | %.2f | %.1f | %.0f | %.0f | %.1f%% | %.1f |\n", c->rank, mn,
+            c->B, c->N, ck, c->sp < 0 ? "-" : c->sp == 0 ? "off" : c->sp_local ? "local" : "gathered",
             c->reduce_last < 0 ? "-" : c->reduce_last ? "last" : "each", c->prefetch ? "on" : "off", gib(c->peak),
             gib((double)S->budget - (double)c->peak), c->step_ms, c->tok_s, c->tok_s_per_gpu, 100 * c->mfu, c->exposed_comm_ms);
 }
 
 static const char table_head[] =
-    "| rank | mesh dp x tp | micro-batch x accum | checkpointing | SP | reduce | prefetch | peak GiB | headroom GiB | "
+    "| rank | mesh dp x tp (R x S x tp) | micro-batch x accum | checkpointing | SP | reduce | prefetch | peak GiB | headroom GiB | "
     "step ms | tok/s | tok/s per GPU | MFU | exposed comm ms |\n"
     "|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
 
@@ -294,7 +299,7 @@ static int write_md(const tune_space *S, const int *order, const char *path, int
     for (int i = 0; i < top; i++) table_row(f, S, &S->cells[order[i]]);
     fprintf(f, "\n## The best cell of each mesh\n\n%s", table_head);
     tune_mesh ms[TUNE_MAX_MESHES];
-    int nm = tune_meshes(o->world, ms, TUNE_MAX_MESHES);
+    int nm = tune_meshes(o->world, o->max_replicate, ms, TUNE_MAX_MESHES);
     for (int m = 0; m < nm; m++)
         for (int i = 0; i < S->n_priced; i++)
             if (S->cells[order[i]].mesh.t == ms[m].t && S->cells[order[i]].mesh.r == ms[m].r) { table_row(f, S, &S->cells[order[i]]); break; }

@@ -66,15 +66,16 @@ static int run_task(search *X, const engine_t *P, const task *t, int (*interrupt
 static void refuse(search *X, int i, const char *why) {
     tune_space *S = X->S;
     size_t w = strlen(S->refused);
+    char mn[48];
+    tune_mesh_name(&X->ms[i], mn, sizeof mn);
     X->refused[i] = 1;
-    if (w + 8 < sizeof S->refused)
-        snprintf(S->refused + w, sizeof S->refused - w, "%s%dx%d: %s", w ? "; " : "", dp_of(&X->ms[i]), X->ms[i].t, why);
+    if (w + 8 < sizeof S->refused) snprintf(S->refused + w, sizeof S->refused - w, "%s%s: %s", w ? "; " : "", mn, why);
 }
 
 /* each mesh checked once (job_build of its first cell), and the tasks of the meshes that can run */
 static int plan_meshes(search *X) {
     tune_space *S = X->S;
-    X->nm = tune_meshes(S->o.world, X->ms, MAX_MESHES);
+    X->nm = tune_meshes(S->o.world, S->o.max_replicate, X->ms, MAX_MESHES);
     static tune_setting st[MAX_SETTINGS];
     int cap = 0;
     for (int i = 0; i < X->nm; i++) {

@@ -23,12 +23,22 @@ void tune_opts_init(tune_opts *o) {
 }
 
 /* ------------------------------------------------------------------ the meshes */
-int tune_meshes(int world, tune_mesh *out, int cap) {
+int tune_meshes(int world, int max_r, tune_mesh *out, int cap) {
     int n = 0;
-    /* replicate x shard x tp with replicate 1: HSDP adds its replicate degrees here */
-    for (int t = 1; t <= world && n < cap; t++)
-        if (world % t == 0) out[n++] = (tune_mesh){.r = 1, .s = world / t, .t = t};
+    /* replicate x shard x tp: for each tp, every replicate degree R that divides dp = world / tp (R = 1 first: the
+     * 2D mesh; R = dp leaves shard groups of one rank, plain data parallel) */
+    for (int t = 1; t <= world && n < cap; t++) {
+        if (world % t) continue;
+        int dp = world / t;
+        for (int r = 1; r <= dp && n < cap && (max_r <= 0 || r <= max_r); r++)
+            if (dp % r == 0) out[n++] = (tune_mesh){.r = r, .s = dp / r, .t = t};
+    }
     return n;
+}
+
+void tune_mesh_name(const tune_mesh *m, char *out, size_t cap) {
+    if (m->r > 1) snprintf(out, cap, "%dx%dx%d", m->r, m->s, m->t);
+    else snprintf(out, cap, "%dx%d", m->s, m->t);
 }
 
 /* ------------------------------------------------------------------ a cell as text */
@@ -66,6 +76,7 @@ static void cell_args(const tune_space *S, const tune_cell *c, cell_argv *a) {
     push2(a, "--world", o->world);
     if (o->gpus_per_host) push2(a, "--gpus-per-host", o->gpus_per_host);
     push2(a, "--tp", c->mesh.t);
+    if (c->mesh.r > 1) push2(a, "--replicate", c->mesh.r);
     push2(a, "--seq-len", o->seq_len);
     push2(a, "--batch-size", c->B);
     push2(a, "--global-batch", S->global_batch);
@@ -92,10 +103,11 @@ void tune_cell_args(const tune_space *S, const tune_cell *c, char *out, size_t c
 }
 
 void tune_cell_label(const tune_cell *c, char *out, size_t cap) {
-    char ck[32];
+    char ck[32], mn[48];
     tune_ckpt_text(c, ck, sizeof ck);
-    if (c->status == TUNE_UNREACHABLE && c->B == 0) { snprintf(out, cap, "%dx%d", c->dp, c->mesh.t); return; }
-    snprintf(out, cap, "%dx%d b%d x%d ckpt=%s%s%s%s%s", c->dp, c->mesh.t, c->B, c->N, ck,
+    tune_mesh_name(&c->mesh, mn, sizeof mn);
+    if (c->status == TUNE_UNREACHABLE && c->B == 0) { snprintf(out, cap, "%s", mn); return; }
+    snprintf(out, cap, "%s b%d x%d ckpt=%s%s%s%s%s", mn, c->B, c->N, ck,
              c->sp < 0 ? "" : c->sp == 0 ? " sp=off" : c->sp_local ? " sp=local" : " sp=gathered",
              c->reduce_last < 0 ? "" : c->reduce_last ? " reduce=last" : " reduce=each", c->prefetch ? "" : " no-prefetch", "");
 }
@@ -216,6 +228,9 @@ static int check_opts(tune_space *S, char *err, size_t errlen) {
     if (o->seq_len < 1) BAD("--seq-len must be >= 1 (got %d)", o->seq_len);
     if (o->jobs < 0 || o->jobs > 64) BAD("--jobs must be in 1..64 (got %d)", o->jobs);
     if (o->top < 1) BAD("--top must be >= 1 (got %d)", o->top);
+    if (o->max_replicate < 0 || o->max_replicate > o->world)
+        BAD("--max-replicate must be in 1..--world %d (got %d; 1: the 2D meshes only, 0 or none given: every degree)", o->world,
+            o->max_replicate);
     if (o->global_batch && o->global_tokens) BAD("--global-batch and --global-tokens are two global batches: give one");
     if (o->global_tokens) {
         long long t;

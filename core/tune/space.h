@@ -20,18 +20,21 @@
 typedef struct tune_opts {
     const char *model, *gpu, *machine, *mem_budget, *mem_reserve, *dtype, *out_dir, *global_tokens;
     int world, gpus_per_host, seq_len, global_batch, top, jobs, full_replay, help;
+    int max_replicate;                          /* --max-replicate R: HSDP meshes up to R replicas (0: all, 1: 2D only) */
     int measure, measure_reps, measure_steps;   /* --measure K (0: none) */
     const char *data;                           /* --data: the tokens of the measured runs */
 } tune_opts;
 void tune_opts_init(tune_opts *o);
 
-/* A mesh of the world: replicate x shard x tp (replicate is 1 until HSDP: tune_meshes is the one
- * place that lists them) */
+/* A mesh of the world: replicate x shard x tp (r = 1: the 2D mesh dp x tp with dp = s; r > 1: HSDP, dp = r * s;
+ * tune_meshes is the one place that lists them) */
 typedef struct tune_mesh { int r, s, t; } tune_mesh;
-/* the meshes of a world of `world` ranks, at most cap, in order of tp; returns how many (a world of at most
- * 65536 ranks has at most 120 divisors) */
-#define TUNE_MAX_MESHES 128
-int tune_meshes(int world, tune_mesh *out, int cap);
+/* the meshes R x S x T of a world of `world` ranks with R <= max_r (0: any), at most cap, in order of tp, then
+ * of R (R = 1 first); returns how many (a world of at most 65536 ranks has at most 2520 of them) */
+#define TUNE_MAX_MESHES 2560
+int tune_meshes(int world, int max_r, tune_mesh *out, int cap);
+/* a mesh's name as build/train names it: "DPxT" (R = 1), "RxSxT" (HSDP) */
+void tune_mesh_name(const tune_mesh *m, char *out, size_t cap);
 
 typedef enum { TUNE_FITS, TUNE_NO_FIT, TUNE_UNREACHABLE } tune_status;
 extern const char *const tune_status_names[3];
@@ -94,7 +97,7 @@ int tune_space_build(tune_space *S, const tune_opts *o, int (*interrupted)(void)
 void tune_ckpt_text(const tune_cell *c, char *out, size_t cap);
 /* the `build/train --plan` arguments of cell c (space-separated, shell-safe for the names used) */
 void tune_cell_args(const tune_space *S, const tune_cell *c, char *out, size_t cap);
-/* "8x8 b2 x4 every:4 sp=local last prefetch": a cell in a line of text */
+/* "8x8 b2 x4 every:4 sp=local last prefetch" (an HSDP mesh "2x4x8 ..."): a cell in a line of text */
 void tune_cell_label(const tune_cell *c, char *out, size_t cap);
 void tune_space_free(tune_space *S);
 #endif
