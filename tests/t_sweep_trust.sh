@@ -59,8 +59,10 @@ run "$T/b.json" "$T/b2.err"; rc=$?
 A2=$(latest "$T/res/a")
 for c in lr:--lr:0.01 seed:--seed:7 model:--model:small data:--data:$T/val.bin; do
   IFS=: read -r key opt val <<<"$c"
-  args=(--model tiny --seq-len 32 --steps 2 --lr 0.003 --batch-size 1 --data "$T/train.bin")
-  # the same run with one value changed, its record copied into the folder as if it were this spec's
+  base=(--model tiny --seq-len 32 --steps 2 --lr 0.003 --batch-size 1 --data "$T/train.bin")
+  without base "$opt"; args=("${WITHOUT[@]}")
+  # the same run with one value changed (given once: an option given twice is refused), its record
+  # copied into the folder as if it were this spec's
   "$TR" "${args[@]}" "$opt" "$val" --log-every 100 --out "$T/other.json" 2>/dev/null || { fail "trust_copied_record_$key" "the other run failed"; continue; }
   cp "$T/other.json" "$A2/runs/1x1.json"
   run "$T/a.json" "$T/c_$key.err"; rc=$?
@@ -132,7 +134,7 @@ out = a[a.index("--out") + 1]
 if "--plan" in a:
     json.dump({"schema": "meshsweep.plan/1", "world": 1, "tp": 1, "batch_size": 1, "fits": True, "peak": 1}, open(out, "w")); sys.exit(0)
 steps = int(a[a.index("--steps") + 1])
-json.dump({"schema": "meshsweep.run/1", "status": "ok", "mesh": {"world": 1, "dp": 1, "tp": 1}, "batch_size": 1, "global_batch": 1,
+json.dump({"schema": "meshsweep.run/1", "status": "ok", "mesh": {"world": 1, "dp": 1, "tp": 1}, "batch_size": 1, "global_batch": 1, "grad_accum": 1,
            "config": {"steps": steps, "seq_len": 32}, "steps": [{"step": k, "loss": 5.0, "ms": 1.0} for k in range(1, steps + 1)],
            "summary": {"steps_done": steps, "tok_s": 10.0, "final_loss": 5.0}, "memory": {"peak": 1},
            "env": {"blas_hosts_differ": True, "blas_by_host": {"hostA": {"core": "Cooperlake"}, "hostB": {"core": "Nehalem"}}}}, open(out, "w"))
