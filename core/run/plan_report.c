@@ -32,6 +32,16 @@ static int too_many_micro_batches(const plan_req *q, const mesh_t *m, const mode
     return 2;
 }
 
+/* the per-rank table's two header lines: the categories, then their unit */
+static void print_plan_head(void) {
+    printf("%-8s", "# rank");
+    for (int c = 0; c < MEM_NCAT; c++) printf(" %12s", mem_cat_names[c]);
+    printf(" %12s\n", "peak");
+    printf("%-8s", "#");
+    for (int c = 0; c <= MEM_NCAT; c++) printf(" %12s", "MiB");
+    printf("\n");
+}
+
 int plan_report(const plan_req *q) {
     char err[512];
     int W = q->world;
@@ -109,12 +119,7 @@ int plan_report(const plan_req *q) {
     printf("# memory plan: model %s, mesh %s (%s), world %d, batch %d per DP rank%s (global %d), seq %d, %s%s%s%s\n",
            q->cfg->name, mn, m.rep > 1 ? "replicate x shard x tp" : "dp x tp", W, B, acc, G, mo.T, dtype_name(q->E->dtype),
            mo.sequence_parallel && m.tp > 1 ? ", sequence parallel" : "", ck, mo.prefetch ? ", prefetch" : "");
-    printf("%-8s", "# rank");
-    for (int c = 0; c < MEM_NCAT; c++) printf(" %12s", mem_cat_names[c]);
-    printf(" %12s\n", "peak");
-    printf("%-8s", "#");
-    for (int c = 0; c <= MEM_NCAT; c++) printf(" %12s", "MiB");
-    printf("\n");
+    print_plan_head();
     if (B > 0) {
         for (int r = 0; r < W; r++) {
             const mem_stats *s = &per[r];
