@@ -52,10 +52,11 @@ wait_for() {
   until "$@"; do [ "$(date +%s)" -ge "$until" ] && return 1; sleep 0.2; done
 }
 log_has() { grep -q -- "$2" "$1" 2>/dev/null; }
-# the train ranks (not mpirun) whose command line holds PATTERN
+# the train ranks (not mpirun) of this suite (their command line names a file below $T: a second copy of the
+# suite running at the same time has ranks of the same meshes) whose command line holds PATTERN
 rank_pids() {
   local p
-  for p in $(pgrep -f -- "$1"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train ] && echo "$p"; done
+  for p in $(pgrep -f -- "$T/.*$1"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train ] && echo "$p"; done
 }
 rank_of() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'; }
 # PID of rank R of the launch whose command line holds PATTERN
