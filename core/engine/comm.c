@@ -29,6 +29,8 @@ struct comm_impl {
     void (*all_gather)(comm_group *g, void *recv, const void *send, size_t n, dtype_t t);
     /* sets r->active when there is something to wait for (else it completed at once) */
     void (*all_gather_start)(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t);
+    /* an in-place sum, started: likewise */
+    void (*all_reduce_start)(comm_group *g, comm_req *r, void *buf, size_t n, dtype_t t);
     void (*reduce_scatter)(comm_group *g, void *recv, void *buf, size_t n, dtype_t t);
     void (*broadcast)(comm_group *g, float *buf, size_t n, int root);
     void (*wait)(comm_req *r);
@@ -250,13 +252,16 @@ static void null_all_gather(comm_group *g, void *recv, const void *send, size_t 
 static void null_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     (void)g; (void)r; (void)recv; (void)send; (void)n; (void)t;
 }
+static void null_all_reduce_start(comm_group *g, comm_req *r, void *buf, size_t n, dtype_t t) {
+    (void)g; (void)r; (void)buf; (void)n; (void)t;
+}
 static void null_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     (void)g; (void)recv; (void)buf; (void)n; (void)t;
 }
 static void null_broadcast(comm_group *g, float *buf, size_t n, int root) { (void)g; (void)buf; (void)n; (void)root; }
 static void null_wait(comm_req *r) { (void)r; }
 static const comm_impl impl_null = {"null", null_all_reduce, null_all_gather, null_all_gather_start,
-                                    null_reduce_scatter, null_broadcast, null_wait};
+                                    null_all_reduce_start, null_reduce_scatter, null_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ self: one rank, local copies */
 static void self_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
@@ -270,7 +275,7 @@ static void self_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, 
     dcopy(g, recv, buf, n * (size_t)t);
 }
 static const comm_impl impl_self = {"self", null_all_reduce, self_all_gather, self_all_gather_start,
-                                    self_reduce_scatter, null_broadcast, null_wait};
+                                    null_all_reduce_start, self_reduce_scatter, null_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ MPI on host buffers */
 static void mpi_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
@@ -288,11 +293,21 @@ static void mpi_all_gather(comm_group *g, void *recv, const void *send, size_t n
     wait_req(g, &q);
     count(g, COMM_ALL_GATHER, n * g->size * (size_t)t, comm_now_ms() - t0);
 }
-static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
+static MPI_Request *new_req(void) {
     MPI_Request *q = malloc(sizeof *q);
     if (!q) mem_host_failed("comm: a request", sizeof(MPI_Request));
+    return q;
+}
+static void mpi_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
+    MPI_Request *q = new_req();
     const void *s = (send == AT(recv, (size_t)g->rank * n, (size_t)t)) ? MPI_IN_PLACE : send;
     MPI_CHECK(MPI_Iallgather(s, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), COMM(g), q));
+    r->active = 1; r->mpi_req = q;
+}
+/* in place: MPI reads and writes buf until the wait, so the caller leaves it alone until then */
+static void mpi_all_reduce_start(comm_group *g, comm_req *r, void *buf, size_t n, dtype_t t) {
+    MPI_Request *q = new_req();
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), mpi_op(t, 0), COMM(g), q));
     r->active = 1; r->mpi_req = q;
 }
 /* the time counted for a non-blocking collective is the time spent waiting for it (not its
@@ -327,11 +342,11 @@ static void mpi_broadcast(comm_group *g, float *buf, size_t n, int root) {
     count(g, COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
 }
 static const comm_impl impl_mpi = {"mpi", mpi_all_reduce, mpi_all_gather, mpi_all_gather_start,
-                                   mpi_reduce_scatter, mpi_broadcast, mpi_wait};
+                                   mpi_all_reduce_start, mpi_reduce_scatter, mpi_broadcast, mpi_wait};
 
 /* ------------------------------------------------------------------ MPI staged through host memory
  * Device buffers without NCCL (ranks sharing a GPU): to_host, MPI, from_host. A started all-gather
- * completes at once (no overlap in this fallback). */
+ * or all-reduce completes at once (no overlap in this fallback: the host staging is shared). */
 static void staged_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
     const ops_t *dev = g->ctx->dev;
     double t0 = comm_now_ms();
@@ -360,6 +375,10 @@ static void staged_all_gather_start(comm_group *g, comm_req *r, void *recv, cons
     (void)r;
     staged_all_gather(g, recv, send, n, t);
 }
+static void staged_all_reduce_start(comm_group *g, comm_req *r, void *buf, size_t n, dtype_t t) {
+    (void)r;
+    staged_all_reduce(g, buf, n, t, 0);
+}
 static void staged_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
     const ops_t *dev = g->ctx->dev;
     double t0 = comm_now_ms();
@@ -380,11 +399,11 @@ static void staged_broadcast(comm_group *g, float *buf, size_t n, int root) {
     count(g, COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
 }
 static const comm_impl impl_staged = {"mpi-staged", staged_all_reduce, staged_all_gather, staged_all_gather_start,
-                                      staged_reduce_scatter, staged_broadcast, null_wait};
+                                      staged_all_reduce_start, staged_reduce_scatter, staged_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ NCCL (comm_nccl.c)
  * Enqueueing is not communicating: calls count 0 ms of host time here, their event times are added
- * when the statistics are read. A started all-gather returns an event the compute stream waits on. */
+ * when the statistics are read. A started collective returns an event the compute stream waits on. */
 static void nccl_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
     comm_nccl_all_reduce(g->nccl, buf, n, is_max, (int)t);
     count(g, COMM_ALL_REDUCE, n * (size_t)t, 0.0);
@@ -395,6 +414,10 @@ static void nccl_all_gather(comm_group *g, void *recv, const void *send, size_t 
 }
 static void nccl_all_gather_start(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
     comm_nccl_all_gather(g->nccl, recv, send, n, (int)t, &r->event);
+    r->active = 1;
+}
+static void nccl_all_reduce_start(comm_group *g, comm_req *r, void *buf, size_t n, dtype_t t) {
+    comm_nccl_all_reduce_start(g->nccl, buf, n, (int)t, &r->event);
     r->active = 1;
 }
 static void nccl_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, dtype_t t) {
@@ -410,7 +433,7 @@ static void nccl_wait(comm_req *r) {
     count(r->g, r->kind, r->bytes, 0.0);
 }
 static const comm_impl impl_nccl = {"nccl", nccl_all_reduce, nccl_all_gather, nccl_all_gather_start,
-                                    nccl_reduce_scatter, nccl_broadcast, nccl_wait};
+                                    nccl_all_reduce_start, nccl_reduce_scatter, nccl_broadcast, nccl_wait};
 
 /* ------------------------------------------------------------------ the calls */
 static void trace_id(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph, int host, uint64_t id) {
@@ -466,18 +489,29 @@ void comm_broadcast(comm_group *g, float *buf, size_t n, int root) {
     g->impl->broadcast(g, buf, n, root);
 }
 
-/* Non-blocking all-gather for FSDP prefetch: NCCL returns an event the compute stream waits on;
- * MPI on host buffers uses MPI_Iallgather; the others complete at once. */
-void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
+/* a started collective's request, traced as started (its id for the wait) */
+static void req_begin(comm_group *g, comm_req *r, comm_kind kind, size_t bytes) {
     memset(r, 0, sizeof *r);
-    r->g = g; r->kind = COMM_ALL_GATHER; r->bytes = n * g->size * (size_t)t;
+    r->g = g; r->kind = kind; r->bytes = bytes;
     r->t0 = comm_now_ms();
     r->traced = g->ctx && g->ctx->trace;
     if (r->traced) {
         r->id = ++g->ctx->trace_next;
-        trace_id(g, COMM_ALL_GATHER, r->bytes, COMM_STARTED, 0, r->id);
+        trace_id(g, kind, bytes, COMM_STARTED, 0, r->id);
     }
+}
+
+/* Non-blocking all-gather (FSDP prefetch) and all-reduce (HSDP's replica sum): NCCL returns an event
+ * the compute stream waits on; MPI on host buffers uses MPI_Iallgather / MPI_Iallreduce, which
+ * progress inside later MPI calls; the others complete at once. */
+void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t) {
+    req_begin(g, r, COMM_ALL_GATHER, n * g->size * (size_t)t);
     g->impl->all_gather_start(g, r, recv, send, n, t);
+}
+void comm_all_reduce_sum_start(comm_group *g, comm_req *r, float *buf, size_t n) {
+    if (n == 0) { memset(r, 0, sizeof *r); return; }
+    req_begin(g, r, COMM_ALL_REDUCE, n * sizeof(float));
+    g->impl->all_reduce_start(g, r, buf, n, DTYPE_F32);
 }
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
     comm_all_gather_start_t(g, r, recv, send, n, DTYPE_F32);

@@ -35,8 +35,8 @@ typedef struct comm_stats { uint64_t calls[COMM_NKIND], bytes[COMM_NKIND]; doubl
 typedef enum { COMM_RS_ALLREDUCE = 0, COMM_RS_NATIVE = 1, COMM_RS_AUTO = 2 } comm_rs_algo;
 
 struct comm_group;
-/* A collective as the trace sees it: blocking, started (a prefetch) or waited for (its start's
- * completion). bytes is the figure the statistics count for it (all-gather and reduce-scatter: the
+/* A collective as the trace sees it: blocking, started (a prefetch, HSDP's replica all-reduce) or waited
+ * for (its start's completion). bytes is the figure the statistics count for it (all-gather and reduce-scatter: the
  * whole array, as nccl-tests' S). host: the buffer is host memory (the f64 all-reduces: MPI on every
  * backend). id: 0 for a blocking call; a started collective and its wait carry the same id, distinct
  * among the starts of one context (a prefetch may be waited for after later starts). */
@@ -131,6 +131,11 @@ void comm_all_gather_host(comm_group *g, float *recv, const float *send, size_t 
 /* non-blocking all-gather (FSDP prefetch); comm_wait completes it (and counts its time) */
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n);
 void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void *send, size_t n, dtype_t t);
+/* non-blocking in-place sum (HSDP's replica all-reduce): buf is neither read nor written by the caller
+ * until comm_wait(r), which completes it (and counts its time). Like every collective, the ranks of g
+ * start theirs in the same order. */
+void comm_all_reduce_sum_start(comm_group *g, comm_req *r, float *buf, size_t n);
+/* completes a started collective; a request never started, or already waited for (zeroed), is a no-op */
 void comm_wait(comm_req *r);
 
 const comm_stats *comm_get_stats(comm_ctx *c);

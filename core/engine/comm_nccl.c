@@ -40,7 +40,7 @@ static void abort_all(void) {
 
 /* ---- timing: comm_ms from events, read when the stats are read (after the step's sync) ----
  * A blocking collective counts from its start to its end on its group's stream; a started
- * all-gather counts the time the compute stream waits for it (end minus the moment the compute
+ * all-gather or all-reduce counts the time the compute stream waits for it (end minus the moment the compute
  * stream reaches comm_nccl_wait, 0 when it was already done) — what the MPI path counts too. */
 typedef struct { cudaEvent_t start, end; int kind; } timing;
 static timing *g_pend;
@@ -193,24 +193,35 @@ void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz) {
     nccl_group *g = (nccl_group *)c;
     BLOCKING(g, COMM_ALL_REDUCE, ncclAllReduce(buf, buf, n, dtype(esz), is_max ? ncclMax : ncclSum, g->comm, g->stream));
 }
-typedef struct { cudaEvent_t end; } started;
+/* a started collective: its end event on the group's stream, and its kind for the timing */
+typedef struct { cudaEvent_t end; int kind; } started;
+static void *start_end(nccl_group *g, int kind) {
+    started *h = (started *)malloc(sizeof *h);
+    if (!h) { fprintf(stderr, "comm_nccl: out of host memory\n"); abort_all(); MPI_Abort(MPI_COMM_WORLD, 1); }
+    h->end = ev_get();
+    h->kind = kind;
+    CUDA_CHECK(cudaEventRecord(h->end, g->stream));
+    return h;
+}
+void comm_nccl_all_reduce_start(void *c, void *buf, size_t n, int esz, void **event) {
+    nccl_group *g = (nccl_group *)c;
+    enter(g);
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, dtype(esz), ncclSum, g->comm, g->stream));
+    *event = start_end(g, COMM_ALL_REDUCE);
+}
 void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
     nccl_group *g = (nccl_group *)c;
     if (!event) { BLOCKING(g, COMM_ALL_GATHER, ncclAllGather(send, recv, n, dtype(esz), g->comm, g->stream)); return; }
     enter(g);
     NCCL_CHECK(ncclAllGather(send, recv, n, dtype(esz), g->comm, g->stream));
-    started *h = (started *)malloc(sizeof *h);
-    if (!h) { fprintf(stderr, "comm_nccl: out of host memory\n"); abort_all(); MPI_Abort(MPI_COMM_WORLD, 1); }
-    h->end = ev_get();
-    CUDA_CHECK(cudaEventRecord(h->end, g->stream));
-    *event = h;
+    *event = start_end(g, COMM_ALL_GATHER);
 }
 void comm_nccl_wait(void *event) {
     started *h = (started *)event;
     cudaEvent_t s = ev_get();
     CUDA_CHECK(cudaEventRecord(s, 0));
     CUDA_CHECK(cudaStreamWaitEvent(0, h->end, 0));
-    pend(s, h->end, COMM_ALL_GATHER);
+    pend(s, h->end, h->kind);
     free(h);
 }
 void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz) {
@@ -230,6 +241,9 @@ int comm_nccl_init(void *mpi_comm, int size, int rank, int critical, void **out,
     return -1;
 }
 void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz) { (void)c; (void)buf; (void)n; (void)is_max; (void)esz; }
+void comm_nccl_all_reduce_start(void *c, void *buf, size_t n, int esz, void **event) {
+    (void)c; (void)buf; (void)n; (void)esz; (void)event;
+}
 void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
     (void)c; (void)recv; (void)send; (void)n; (void)esz; (void)event;
 }

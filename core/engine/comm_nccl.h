@@ -3,8 +3,8 @@
  * other builds comm_nccl_available() is 0 and nothing else is called. Streams: one per communicator,
  * i.e. per kind of traffic (TP; FSDP all-gathers and reduce-scatters), so a prefetched all-gather
  * never delays a TP collective; a collective first waits (event) for the compute stream, and the
- * compute stream waits (event) for it afterwards — no host synchronisation. A started all-gather returns
- * its completion event; comm_nccl_wait() makes the compute stream wait on it. Times come from
+ * compute stream waits (event) for it afterwards — no host synchronisation. A started all-gather or
+ * all-reduce returns its completion event; comm_nccl_wait() makes the compute stream wait on it. Times come from
  * CUDA events, collected by comm_nccl_collect_ms() when the statistics are read. The communicators
  * are destroyed in MPI_Finalize (aborted after a failed call); when rank 0 of a group cannot make
  * a unique id, or one rank's init fails, every rank gets -1 and a message. */
@@ -25,6 +25,8 @@ void comm_nccl_version(char *buf, size_t len);
 int comm_nccl_init(void *mpi_comm, int size, int rank, int critical, void **out, char *err, size_t errlen);
 /* esz: element bytes, 4 (fp32) or 2 (bf16) */
 void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz);
+/* a started in-place sum (HSDP's replica all-reduce): *event for comm_nccl_wait */
+void comm_nccl_all_reduce_start(void *c, void *buf, size_t n, int esz, void **event);
 void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event);
 void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz);
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root);

@@ -41,6 +41,7 @@ void fsdp_alloc_state(fsdp_t *f) {
 }
 
 void fsdp_free_state(fsdp_t *f) {
+    fsdp_grad_wait(f);   /* MPI may still be writing a gradient (a backward without its step) */
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         if (!persistent(f)) fsdp_release(f, i);
@@ -127,6 +128,7 @@ static void drop_replicated(fsdp_t *f, const fsdp_unit *u, float *buf, int64_t l
 void fsdp_grad_begin(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     int first = f->micro == 0;
+    comm_wait(&u->rreq);   /* a backward since the last one without a step: its replica sum is done first */
     if (f->dp->size == 1) {
         u->full_g = u->g;
         /* the first micro-batch: the fused AdamW zeroed it, unless a backward ran since without a step */
@@ -145,9 +147,21 @@ void fsdp_grad_begin(fsdp_t *f, int i) {
 }
 
 /* HSDP: the step's owned slice summed across the replicas, once, after the last micro-batch (before it each
- * replica accumulates its own sum, which the next micro-batch's reduce-scatter carries) */
+ * replica accumulates its own sum, which the next micro-batch's reduce-scatter carries). Started, not
+ * blocking: it runs while the backward goes on and fsdp_grad_wait completes it. In place on the owned
+ * gradient u->g, which nothing reads or writes until that wait (the rest of the backward touches other
+ * units), so it needs no buffer of its own and the memory plan is the blocking one's. Order: every rank
+ * runs the same backward, so the replica group's ranks start theirs in the same order — the order of the
+ * units' fsdp_grad_end (the head, the layers from the last, the embedding), each after the unit's
+ * reduce-scatter over the shard group; the shard group's collectives (next units' gathers and
+ * reduce-scatters) go on in their own order meanwhile, on another communicator. */
 static void replica_reduce(fsdp_t *f, fsdp_unit *u) {
-    if (f->rep && f->rep->size > 1 && accum_last(f)) comm_all_reduce_sum(f->rep, u->g, (size_t)u->shard);
+    if (f->rep && f->rep->size > 1 && accum_last(f)) comm_all_reduce_sum_start(f->rep, &u->rreq, u->g, (size_t)u->shard);
+}
+
+/* every unit's started replica sum, in the units' order (requests are independent: any order completes them) */
+void fsdp_grad_wait(fsdp_t *f) {
+    for (int i = 0; i < f->n; i++) comm_wait(&f->u[i].rreq);
 }
 
 void fsdp_grad_end(fsdp_t *f, int i) {
@@ -163,6 +177,7 @@ void fsdp_grad_end(fsdp_t *f, int i) {
 /* one sumsq call over every owned segment of the gradients or the master parameters: a device backend
  * waits once, not once per segment */
 static double owned_sumsq(fsdp_t *f, int count_replicated, int params) {
+    if (!params) fsdp_grad_wait(f);
     int total = 0;
     for (int i = 0; i < f->n; i++) total += f->u[i].nseg;
     const float **x = malloc((size_t)(total ? total : 1) * sizeof *x);
@@ -192,6 +207,7 @@ double fsdp_param_sumsq(fsdp_t *f) { return owned_sumsq(f, 1, 1); }
 void fsdp_adamw(fsdp_t *f, float gscale, float lr, float beta1, float beta2, float eps, float wd, int t) {
     float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
     const int zero_g = f->dp->size == 1;
+    fsdp_grad_wait(f);
     for (int i = 0; i < f->n; i++) {
         fsdp_unit *u = &f->u[i];
         char *pc = persistent(f) && !aliased(f) ? (char *)u->full : NULL;

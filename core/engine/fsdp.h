@@ -38,7 +38,8 @@ typedef struct fsdp_unit {
     floatX *full;           /* gathered params [padded] in compute precision while gathered; at dp = 1 always: == p in fp32, the
                              * persistent compute copy (MEM_GATHERED, written by the fused AdamW) in bf16 */
     float *full_g;          /* unsharded gradient [padded] during backward (== g when dp == 1) */
-    comm_req req;
+    comm_req req;           /* the prefetch all-gather */
+    comm_req rreq;          /* HSDP: the started replica all-reduce of g (zeroed when none is in flight) */
     int state;              /* 0 released, 1 gathering, 2 gathered (always at dp = 1) */
     int g_zero;             /* dp = 1: g is known to be zero (allocation, or the fused AdamW zeroed it) */
 } fsdp_unit;
@@ -54,7 +55,8 @@ typedef struct fsdp_unit {
  * HSDP (mesh R x S x tp): dp is the shard group (S ranks) that shards, gathers and reduce-scatters; rep,
  * when set with more than one rank, is the replica group: after the last micro-batch's reduce-scatter
  * (at S = 1: its backward) the owned slice is all-reduced (summed: every rank's contribution is already
- * its part of the global mean) across the R replicas, as FSDP2's HYBRID_SHARD does. */
+ * its part of the global mean) across the R replicas, as FSDP2's HYBRID_SHARD does: started there, so
+ * it overlaps the rest of the backward, and completed by fsdp_grad_wait before the gradient is read. */
 typedef struct fsdp {
     int n;
     fsdp_unit *u;
@@ -92,6 +94,10 @@ void fsdp_accum_begin(fsdp_t *f, int micro, int nmicro);
  * far, see fsdp_t); then reduce-scatter into the owned slice (reduce_last: after the last micro-batch) */
 void fsdp_grad_begin(fsdp_t *f, int i);
 void fsdp_grad_end(fsdp_t *f, int i);
+/* HSDP: complete every unit's started replica all-reduce (a no-op for units with none in flight). Every
+ * rank calls it at the same point (optim_step, before the gradient norm); the gradient's readers here
+ * (fsdp_grad_sumsq, fsdp_adamw, the next fsdp_grad_begin of a unit) call it too. */
+void fsdp_grad_wait(fsdp_t *f);
 
 /* sum of squared owned gradients; replicated segments only where count_replicated != 0 */
 double fsdp_grad_sumsq(fsdp_t *f, int count_replicated);

@@ -13,6 +13,9 @@ double optim_lr(const optim_cfg *c, int s, int total) {
 }
 
 double optim_step(model_t *M, comm_group *world, const optim_cfg *c, int s, int total, double *lr_out) {
+    /* HSDP: the replica all-reduces started in the backward end here, on every rank (only replica 0 reads
+     * the gradient for the norm; every replica's AdamW does) */
+    fsdp_grad_wait(&M->fsdp);
     /* every replica holds the same summed shards: the first alone counts them (HSDP) */
     double sq = M->mesh.rep_rank == 0 ? fsdp_grad_sumsq(&M->fsdp, M->mesh.tp_rank == 0) : 0.0;
     comm_all_reduce_sum_f64(world, &sq, 1);
