@@ -39,11 +39,12 @@
 #include "core/run/record.h"
 #include "core/common/files.h"
 #include "core/common/parse.h"
+#include "core/cost/machine.h"
 
 /* ------------------------------------------------------------------ options */
 typedef struct opts {
-    int tp, replicate, iters, warmup, help;
-    const char *min_bytes, *max_bytes, *memcpy_bytes, *json, *rs_algo;
+    int tp, replicate, iters, warmup, help, ranks, ranks_per_host;
+    const char *min_bytes, *max_bytes, *memcpy_bytes, *json, *rs_algo, *predict;
 } opts;
 
 #define F(x) offsetof(opts, x)
@@ -57,6 +58,9 @@ static const cli_opt OPTS[] = {
     {"rs-algo", CLI_STR, F(rs_algo), "allreduce|native|both", "reduce-scatter: MPI_Allreduce + copy, MPI_Reduce_scatter_block, or both (default)", 0, NULL, NULL},
     {"memcpy-bytes", CLI_STR, F(memcpy_bytes), "SIZE", "buffer size of the out-of-cache memcpy reference (default 512M)", 0, NULL, NULL},
     {"json", CLI_STR, F(json), "FILE", "also write the records as JSON (atomically: temp file, then rename)", 0, NULL, NULL},
+    {"predict", CLI_STR, F(predict), "MACHINE", "measure nothing: print the cost model's table for a shipped GPU model (h100-80gb, h200-141gb, a100-80gb) or a machine file (one process, no mpirun; sizes default 8K..4G)", 0, NULL, NULL},
+    {"ranks", CLI_INT, F(ranks), "N", "--predict: one group of N ranks (default: 2, 4, 8 on one host, then 16 and 64 with 1, 2, 4, 8 per host)", 0, NULL, NULL},
+    {"ranks-per-host", CLI_INT, F(ranks_per_host), "K", "--predict with --ranks: K of the group's ranks on each host (default: all on one host up to the machine's GPUs per host)", 0, NULL, NULL},
     {"help", CLI_ON, F(help), NULL, "this text", 0, NULL, NULL},
 };
 #undef F
@@ -75,11 +79,14 @@ static void finish(int code) {
 }
 
 static void usage(void) {
-    printf("usage: mpirun -np W build/commbench [options]\n\n");
+    printf("usage: mpirun -np W build/commbench [options]\n"
+           "       build/commbench --predict MACHINE [--ranks N [--ranks-per-host K]] [--min-bytes S] [--max-bytes S]\n\n");
     cli_usage(stdout, OPTS, NOPTS);
     printf("\nOutput: one row per (group, collective, algorithm, size): size (B), count (float elements of the\n"
            "whole array), group (tp|dp, and shard|replica with --replicate), ranks, collective, algo, time (us, max over ranks of the mean),\n"
            "algbw and busbw (GB/s = 1e9 B/s, nccl-tests factors), #wrong. Rows not starting with '#' are data.\n"
+           "--predict prints the same rows from the cost model (algo \"model\", #wrong \"-\"; group \"intra\" for one host,\n"
+           "\"k=K\" for K ranks on each of several hosts), each table after the machine's sources for its collectives.\n"
            "exit codes: 0 ok, 1 failed (including #wrong > 0), 2 bad usage\n");
 }
 
@@ -95,9 +102,14 @@ static int parse_bytes(const char *s, uint64_t *out) {
     return parse_size(s, out);
 }
 
+static unsigned char g_given[NOPTS];   /* which options the command line gave */
+static int given(const char *name) {
+    for (int i = 0; i < NOPTS; i++) if (!strcmp(OPTS[i].name, name)) return g_given[i];
+    return 0;
+}
 static int parse_args(opts *o, int argc, char **argv) {
     char err[256];
-    if (cli_parse(OPTS, NOPTS, o, NULL, argc, argv, err, sizeof err) == 0) return 0;
+    if (cli_parse(OPTS, NOPTS, o, g_given, argc, argv, err, sizeof err) == 0) return 0;
     say("%s", err);
     return -1;
 }
@@ -168,6 +180,7 @@ typedef struct record {
     const char *group, *coll, *algo;
     int ranks;
     double time_us, algbw_gbs, busbw_gbs;
+    int predicted;   /* a row of --predict: nothing was run, so nothing was checked (#wrong "-") */
 } record;
 
 /* The harness: warm-up, timed loop, cross-rank max of the mean, then verification (untimed). Every
@@ -237,9 +250,11 @@ static void print_header(void) {
     printf("#%11s %12s %6s %5s %15s %9s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 static void print_row(const record *r) {
-    printf("%12llu %12llu %6s %5d %15s %9s %10.1f %8.3f %8.3f %7llu\n", (unsigned long long)r->bytes,
+    char wrong[24];
+    snprintf(wrong, sizeof wrong, r->predicted ? "-" : "%llu", (unsigned long long)r->wrong);
+    printf("%12llu %12llu %6s %5d %15s %9s %10.1f %8.3f %8.3f %7s\n", (unsigned long long)r->bytes,
            (unsigned long long)r->count, r->group, r->ranks, r->coll, r->algo, r->time_us, r->algbw_gbs,
-           r->busbw_gbs, (unsigned long long)r->wrong);
+           r->busbw_gbs, wrong);
     fflush(stdout);
 }
 
@@ -370,6 +385,88 @@ static int write_json(const char *path, results *R, const mesh_t *mesh, const op
     return rc;
 }
 
+/* ------------------------------------------------------------------ --predict: the cost model's table */
+/* The table the cost model predicts for one machine (core/cost/machine.c, cost_machine_coll_us), in the
+ * rows a measured run prints: no MPI, nothing run, so #wrong is "-". Groups are one host's 2, 4, 8 ranks
+ * ("intra"), then groups spanning hosts with k ranks on each ("k=K"), as nccl-tests runs them: one
+ * group alone on its hosts. */
+static const int PRED_KINDS[] = {COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST};
+
+/* the machine by shipped name, else as a machine file; 0, or -1 with one line in err */
+static int predict_machine(const char *what, cost_machine *m, char *err, size_t errlen) {
+    if (cost_machine_shipped(what, m) == 0) return 0;
+    if (access(what, F_OK) == 0) return cost_machine_load(what, m, err, errlen);
+    char names[256];
+    cost_machine_shipped_names(names, sizeof names);
+    snprintf(err, errlen, "--predict '%s': not a shipped model (%s) nor a machine file", what, names);
+    return -1;
+}
+
+/* the rows of one group; returns how many it printed */
+static int predict_group(const cost_machine *m, int ranks, int per_host, uint64_t min_b, uint64_t max_b) {
+    char group[16];
+    if (per_host >= ranks) snprintf(group, sizeof group, "intra");
+    else snprintf(group, sizeof group, "k=%d", per_host);
+    printf("# %d ranks, %d per host (%d host%s)\n", ranks, per_host, ranks / per_host, ranks / per_host > 1 ? "s" : "");
+    int rows = 0;
+    for (size_t ki = 0; ki < sizeof PRED_KINDS / sizeof *PRED_KINDS; ki++) {
+        int kind = PRED_KINDS[ki];
+        for (uint64_t s = min_b; s <= max_b; s *= 2) {
+            uint64_t bytes = group_bytes(s, ranks);
+            if (!bytes) continue;
+            char err[256];
+            double t = cost_machine_coll_us(m, kind, (double)bytes, ranks, per_host, per_host, 0, err, sizeof err);
+            if (t < 0) { printf("# %s\n", err); break; }
+            record r = {0};
+            r.bytes = bytes; r.count = bytes / sizeof(float);
+            r.group = group; r.coll = comm_kind_names[kind]; r.algo = "model"; r.ranks = ranks;
+            r.time_us = t;
+            r.algbw_gbs = t > 0 ? (double)bytes / (t * 1e3) : 0;
+            r.busbw_gbs = r.algbw_gbs * metrics_busbw_factor(kind, ranks);
+            r.predicted = 1;
+            print_row(&r);
+            rows++;
+        }
+    }
+    return rows;
+}
+
+/* one line on a usage error (exit 2); otherwise the tables (exit 0, 1 when the machine models none) */
+static int predict_main(const opts *o, uint64_t min_b, uint64_t max_b) {
+    static const char *const measuring[] = {"tp", "replicate", "iters", "warmup", "rs-algo", "memcpy-bytes", "json"};
+    for (size_t j = 0; j < sizeof measuring / sizeof *measuring; j++)
+        if (given(measuring[j])) { say("--%s: not with --predict (nothing is measured)", measuring[j]); return 2; }
+    if (max_b > (64ull << 30)) { say("--max-bytes: at most 64G with --predict"); return 2; }
+    cost_machine m;
+    char err[512];
+    if (predict_machine(o->predict, &m, err, sizeof err)) { say("%s", err); return 2; }
+    int host_units = m.cores_per_host > 0 ? m.cores_per_host : 8;
+    int ranks = o->ranks, per_host = o->ranks_per_host;
+    const char *bad = NULL;
+    if (per_host && !ranks) bad = "--ranks-per-host needs --ranks";
+    else if (ranks && ranks < 2) bad = "--ranks: at least 2 (one rank has no collective)";
+    else if (ranks && per_host && (per_host < 1 || per_host > ranks || ranks % per_host)) bad = "--ranks-per-host: between 1 and --ranks, and dividing it";
+    if (bad) { say("%s", bad); cost_machine_free(&m); return 2; }
+    printf("# commbench --predict %s: the cost model's table (docs/cost-model.md), nothing measured; float32 counts\n", m.name);
+    printf("# machine: %s\n", m.description[0] ? m.description : m.name);
+    printf("# time = latency + ring steps x latency per step + S x factor / busbw(S); algbw = S/time, busbw = algbw x nccl-tests factor\n");
+    const char *key; json_t *v;
+    json_object_foreach(m.sources, key, v)
+        if (!strncmp(key, "comm.", 5)) printf("# source %s: %s\n", key, json_string_value(v));
+    print_header();
+    int rows = 0;
+    if (ranks) {
+        rows += predict_group(&m, ranks, per_host ? per_host : ranks <= host_units ? ranks : host_units, min_b, max_b);
+    } else {
+        for (int n = 2; n <= host_units && n <= 8; n *= 2) rows += predict_group(&m, n, n, min_b, max_b);
+        for (int n = 16; n <= 64; n *= 4)
+            for (int k = 1; k <= 8 && k <= host_units; k *= 2) rows += predict_group(&m, n, k, min_b, max_b);
+    }
+    cost_machine_free(&m);
+    if (!rows) { say("machine %s models none of these collectives", o->predict); return 1; }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 static const char *env_rank_str(void) {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
@@ -379,7 +476,7 @@ static const char *env_rank_str(void) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.tp = 1, .replicate = 1, .iters = 20, .warmup = 5, .min_bytes = "1K", .max_bytes = "64M", .memcpy_bytes = "512M", .rs_algo = "both"};
+    opts o = {.tp = 1, .replicate = 1, .iters = 20, .warmup = 5, .memcpy_bytes = "512M", .rs_algo = "both"};
     const char *rs = env_rank_str();
     g_rank0 = !rs || !strcmp(rs, "0");
     cli_set_program("commbench"); cli_set_rank0(g_rank0);
@@ -388,12 +485,16 @@ int main(int argc, char **argv) {
 #define BAD(...) do { say(__VA_ARGS__); finish(2); } while (0)
     if (parse_args(&o, argc, argv)) finish(2);
     if (o.help) { if (g_rank0) usage(); finish(0); }
+    if (!o.min_bytes) o.min_bytes = o.predict ? "8K" : "1K";
+    if (!o.max_bytes) o.max_bytes = o.predict ? "4G" : "64M";
     uint64_t min_b, max_b, mc_b;
     if (parse_bytes(o.min_bytes, &min_b)) BAD("option --min-bytes: '%s' is not a size (e.g. 1K, 4096, 1MiB)", o.min_bytes);
     if (parse_bytes(o.max_bytes, &max_b)) BAD("option --max-bytes: '%s' is not a size (e.g. 64M, 1GiB)", o.max_bytes);
     if (parse_bytes(o.memcpy_bytes, &mc_b)) BAD("option --memcpy-bytes: '%s' is not a size (e.g. 512M)", o.memcpy_bytes);
     if (min_b < 4) BAD("--min-bytes %s: at least 4 bytes (one float)", o.min_bytes);
     if (max_b < min_b) BAD("--max-bytes %s is below --min-bytes %s", o.max_bytes, o.min_bytes);
+    if (o.predict) finish(g_rank0 ? predict_main(&o, min_b, max_b) : 0);   /* under mpirun, rank 0 prints it once */
+    if (given("ranks") || given("ranks-per-host")) BAD("--ranks and --ranks-per-host go with --predict (a measured run's groups come from mpirun and --tp)");
     if (max_b > (1ull << 30)) BAD("--max-bytes %s: at most 1G per message", o.max_bytes);
     if (mc_b < 4096 || mc_b > (4ull << 30)) BAD("--memcpy-bytes %s: between 4K and 4G", o.memcpy_bytes);
     if (o.iters < 1) BAD("--iters %d: at least 1", o.iters);

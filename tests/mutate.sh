@@ -192,6 +192,11 @@ mut 'HSDP: no replica all-reduce at S = 1' \
     'if (f->dp->size == 1) { u->full_g = NULL; return; }' \
     'core/*/*.c' \
     't_mesh'
+mut 'k ranks per host across hosts: k ports not bounded by the host'"'"'s NVLink figure' \
+    'if \(in && in->npts == 0 && in->busbw_gbs < k\.busbw_gbs\) k\.busbw_gbs = in->busbw_gbs;' \
+    '(void)in;' \
+    'core/*/*.c' \
+    't_colltable test_cost'
 sel=("$@")
 SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
 rows=(); bad=0

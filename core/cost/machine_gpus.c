@@ -25,14 +25,20 @@ typedef struct gpu_model {
 } gpu_model;
 
 #define SRC_H100 "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM)"
+/* published nccl-tests tables (results/bench/collectives_gpu.md compares the model with them point by point) */
+#define SRC_CRUSOE "dstackai/dstack examples/clusters/crusoe/README.md: all_reduce_perf on 2 hosts x 8 A100-SXM4-80GB, " \
+                   "one 200 Gb/s HDR port per GPU: busbw 194 GB/s at 2 GB (97 % of 8 x 25 GB/s), 37 us at 8 KB"
+#define SRC_AZURE_H200 "Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md: all_reduce_perf on 8 H200 " \
+                       "(NVLS): busbw 0.47 GB/s at 8 KB (30 us), 53 at 1 MB, 240 at 16 MB, 412 at 128 MB, 477 at 4 GB"
 #define SRC_NCCL212 "NVIDIA/nccl-tests issue 212 (NCCL maintainer: ~370 GB/s effective NVLink busbw on H100 for " \
                     "non-all-reduce collectives; ~480 GB/s all-reduce busbw on 8 GPUs with NVLink SHARP)"
 #define SRC_NET_NDR "estimate: one 400 Gb/s InfiniBand NDR port (ConnectX-7) per GPU = 50 GB/s per direction " \
-                    "(DGX H100 user guide: 8 ConnectX-7 per system), 90% of it as ring busbw"
+                    "(DGX H100 user guide: 8 ConnectX-7 per system), 97 % of it as ring busbw: the efficiency " \
+                    "measured on A100s with one HDR port per GPU (" SRC_CRUSOE ")"
 
 static const gpu_model MODELS[] = {
     {CATALOG_H100_80GB, "NVIDIA H100 80GB HBM3 (SXM), 8 per host on NVSwitch, one 400 Gb/s NDR port per GPU",
-     989.4, 3350, 480, 370, 45, 50,
+     989.4, 3350, 480, 370, 48.5, 50,
      SRC_H100 ": BF16 dense tensor 989.4 TFLOP/s (1979 with sparsity)", SRC_H100 ": HBM3 3.35 TB/s",
      SRC_NCCL212, SRC_NCCL212, SRC_NET_NDR,
      "estimate: PCIe Gen5 x16, 64 GB/s per direction (datasheet: 128 GB/s), ~50 GB/s achieved",
@@ -44,7 +50,7 @@ static const gpu_model MODELS[] = {
      0.30, 0.21, "estimate: the engine's flash-style kernels are mma.sync, not wgmma/TMA: FlashAttention-2 reaches ~35 % "
                  "of H100's peak forward (its paper's H100 figures), the backward ~0.7 of its forward"},
     {CATALOG_H200_141GB, "NVIDIA H200 141GB HBM3e (SXM), 8 per host on NVSwitch, one 400 Gb/s NDR port per GPU",
-     989.4, 4800, 475, 370, 45, 50,
+     989.4, 4800, 475, 370, 48.5, 50,
      "NVIDIA H200 datasheet: the H100's GH100 compute (BF16 dense 989.4 TFLOP/s)", "NVIDIA H200 datasheet: HBM3e 4.8 TB/s",
      "NVIDIA/nccl-tests issue 272 (8x H200 on NVLink 4: all_reduce_perf peak busbw 475 GB/s)",
      "estimate: the H100's NVLink 4 figure (" SRC_NCCL212 ")", SRC_NET_NDR,
@@ -53,11 +59,11 @@ static const gpu_model MODELS[] = {
      365, "estimate: as the H100 (nccl issue 1455: 2-4 GPUs ~365-370 GB/s all-reduce busbw, NVLink 4 as here)",
      0.30, 0.21, "estimate: as the H100 (the same GH100 compute, the engine's mma.sync kernels)"},
     {CATALOG_A100_80GB, "NVIDIA A100-SXM4-80GB, 8 per host on NVSwitch, one 200 Gb/s HDR port per GPU",
-     312, 2039, 200, 200, 22, 25,
+     312, 2039, 200, 200, 24.25, 25,
      "NVIDIA A100 datasheet: BF16 dense tensor 312 TFLOP/s (624 with sparsity)", "NVIDIA A100 80GB datasheet: HBM2e 2,039 GB/s",
      "NVIDIA/nccl-tests issue 149 (8x A100-SXM4-80GB on NVLink 3: all_reduce busbw ~200 GB/s)",
      "estimate: as all-reduce (NVLink 3, 600 GB/s bidirectional per GPU; nccl-tests issue 149)",
-     "estimate: one 200 Gb/s InfiniBand HDR port per GPU (DGX A100) = 25 GB/s per direction, 90% as busbw",
+     "one 200 Gb/s InfiniBand HDR port per GPU (DGX A100) = 25 GB/s per direction, 97 % of it as ring busbw (" SRC_CRUSOE ")",
      "estimate: PCIe Gen4 x16, 32 GB/s per direction, ~25 GB/s achieved",
      0.75, "estimate: cuBLAS bf16 GEMMs on A100 SXM reach ~235-280 of its 312 TFLOP/s (its clocks hold at 400 W); taken "
            "at the low end so that one node's MFU stays below the best of the llm-foundry A100 table (64 %, tests/anchors): "
@@ -107,22 +113,22 @@ int cost_machine_shipped(const char *name, cost_machine *m) {
     if (!m->coll) return -1;
     /* NVLink/NVSwitch inside a host; the network for groups that span hosts; host-memory MPI for the
      * step's two f64 all-reduces (loss, gradient norm) */
-    add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTRA, 0, 6, 0.5, g->ar_small_busbw_gbs);
-    add_coll(m, COMM_ALL_GATHER, COST_SCOPE_INTRA, 0, 6, 0.5, g->agrs_busbw_gbs);
-    add_coll(m, COMM_REDUCE_SCATTER, COST_SCOPE_INTRA, 0, 6, 0.5, g->agrs_busbw_gbs);
-    add_coll(m, COMM_BROADCAST, COST_SCOPE_INTRA, 0, 6, 0.5, g->agrs_busbw_gbs);
+    add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTRA, 0, 18, 0.5, g->ar_small_busbw_gbs);
+    add_coll(m, COMM_ALL_GATHER, COST_SCOPE_INTRA, 0, 18, 0.5, g->agrs_busbw_gbs);
+    add_coll(m, COMM_REDUCE_SCATTER, COST_SCOPE_INTRA, 0, 18, 0.5, g->agrs_busbw_gbs);
+    add_coll(m, COMM_BROADCAST, COST_SCOPE_INTRA, 0, 18, 0.5, g->agrs_busbw_gbs);
     /* all-reduce by group size inside a host: the 8 of a host reach the NVLink SHARP figure, 2 and 4 do not */
     for (int n = 2; n <= 8; n *= 2) {
-        add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTRA, 0, 6, 0.5, n == 8 ? g->ar_busbw_gbs : g->ar_small_busbw_gbs);
+        add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTRA, 0, 18, 0.5, n == 8 ? g->ar_busbw_gbs : g->ar_small_busbw_gbs);
         m->coll[m->ncoll - 1].ranks = m->coll[m->ncoll - 1].ranks_per_host = n;
     }
-    add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTER, 0, 15, 2.5, g->net_busbw_gbs);
-    add_coll(m, COMM_ALL_GATHER, COST_SCOPE_INTER, 0, 15, 2.5, g->net_busbw_gbs);
-    add_coll(m, COMM_REDUCE_SCATTER, COST_SCOPE_INTER, 0, 15, 2.5, g->net_busbw_gbs);
-    add_coll(m, COMM_BROADCAST, COST_SCOPE_INTER, 0, 15, 2.5, g->net_busbw_gbs);
-    /* bus bandwidth climbs with the message (nccl-tests' curves): half of it at 8 MB on NVLink, 32 MB across
+    add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTER, 0, 20, 0.5, g->net_busbw_gbs);
+    add_coll(m, COMM_ALL_GATHER, COST_SCOPE_INTER, 0, 20, 0.5, g->net_busbw_gbs);
+    add_coll(m, COMM_REDUCE_SCATTER, COST_SCOPE_INTER, 0, 20, 0.5, g->net_busbw_gbs);
+    add_coll(m, COMM_BROADCAST, COST_SCOPE_INTER, 0, 20, 0.5, g->net_busbw_gbs);
+    /* bus bandwidth climbs with the message (nccl-tests' curves): half of it at 4 MB on NVLink, 6 MB across
      * hosts, 90 % at 100x those (an FSDP layer of 8B, 0.4-0.9 GB, runs near the peak; TP's activations do not) */
-    for (int i = 0; i < m->ncoll; i++) m->coll[i].half_bytes = m->coll[i].scope == COST_SCOPE_INTER ? 32e6 : 8e6;
+    for (int i = 0; i < m->ncoll; i++) m->coll[i].half_bytes = m->coll[i].scope == COST_SCOPE_INTER ? 6e6 : 4e6;
     add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTRA, 1, 5, 0, 10);
     add_coll(m, COMM_ALL_REDUCE, COST_SCOPE_INTER, 1, 12, 0, 10);
     json_t *s = m->sources = json_object();
@@ -144,20 +150,21 @@ int cost_machine_shipped(const char *name, cost_machine *m) {
     src(s, "comm.overlap", "NCCL runs on its own stream, ordered with events (core/engine/comm_nccl.c)");
     src(s, "comm.collectives.intra.all_reduce.busbw_gbs", g->src_ar);
     src(s, "comm.collectives.intra.all_reduce.2-4_gpus.busbw_gbs", g->src_ar_small);
-    src(s, "comm.collectives.busbw_half_bytes", "estimate: the shape of nccl-tests' busbw curves (8 KB-4 GB), busbw(S) = "
-                                                "peak / (1 + sqrt(S_half / S)), S_half 8 MB on NVLink, 32 MB across hosts");
+    src(s, "comm.collectives.busbw_half_bytes", "fitted: busbw(S) = peak / (1 + sqrt(S_half / S)), S_half 4 MB on NVLink (8 H200, "
+                                                SRC_AZURE_H200 "), 6 MB across hosts (" SRC_CRUSOE ")");
     src(s, "comm.overlap_slowdown", "estimate: compute beside a running collective takes 10 % longer: NCCL's kernels hold "
                                     "one SM per channel (up to 32 of the GPU's) and HBM bandwidth; overlapped compute "
                                     "measures 5-15 % slower in published FSDP/TP profiles");
     src(s, "comm.collectives.intra.all_gather.busbw_gbs", g->src_agrs);
     src(s, "comm.collectives.intra.reduce_scatter.busbw_gbs", g->src_agrs);
-    src(s, "comm.collectives.intra.latency_us", "estimate: after NCCL's latency model (src/graph/tuning.cc: a base "
-                                                "latency of some microseconds per collective plus ~0.5 us per ring step on NVLink)");
+    src(s, "comm.collectives.intra.latency_us", "fitted: 18 us per collective plus 0.5 us per ring step on NVLink, 25 us for "
+                                                "an all-reduce of 8: " SRC_AZURE_H200);
     src(s, "comm.collectives.inter.busbw_gbs", g->src_net);
     src(s, "comm.nic_per_rank", "one network port per GPU (DGX/HGX); a group with k ranks on each host runs k rings "
                                 "across hosts, busbw min(k x the port's, NVLink's): nccl-tests issues 119, 160, 283 "
                                 "(a node's busbw across nodes is about the node's total NIC bandwidth)");
-    src(s, "comm.collectives.inter.latency_us", "estimate: NCCL over InfiniBand, ~15 us base and ~2.5 us per ring step");
+    src(s, "comm.collectives.inter.latency_us", "fitted: 20 us per collective plus 0.5 us per ring step across hosts, 35 us for "
+                                                "an all-reduce of 16 (" SRC_CRUSOE "); beyond 16 ranks an estimate");
     src(s, "comm.collectives.host", "estimate: MPI all-reduce of 8 bytes of host memory: ~5 us on one host, ~12 us across hosts");
     return 0;
 }
