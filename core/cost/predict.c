@@ -13,8 +13,9 @@ int cost_default_ranks_per_host(const cost_machine *m, int world) {
 }
 
 /* the corner ranks (tp_rank 0 and tp−1 of dp_rank 0 and dp−1) and the first rank of the last host:
- * the ranks whose step or whose groups' placement can differ */
-int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen) {
+ * the ranks whose step or whose groups' placement can differ. With corner != NULL each corner's replay
+ * also gives its memory (corner[k] of rank cand[k], k < 4: the memory plan's corners, plan_world_ranks). */
+static int predict(const cost_req *q, uint64_t budget, mem_stats *corner, cost_prediction *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     if (q->tp < 1 || q->world < 1 || q->world % q->tp) {
         snprintf(err, errlen, "world %d is not a multiple of --tp %d", q->world, q->tp);
@@ -26,13 +27,20 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
     cost_trace t = {0};
     p->rank = -1;
     for (int k = 0; k < 5; k++) {
-        int seen = 0;
-        for (int j = 0; j < k; j++) seen |= cand[j] == cand[k];
-        if (seen) continue;
-        if (cost_record_step(q->cfg, W, tp, cand[k], q->dtype, &q->mo, &t, err, errlen)) { cost_trace_free(&t); return -1; }
+        int seen = -1;
+        for (int j = 0; j < k && seen < 0; j++) if (cand[j] == cand[k]) seen = j;
+        if (seen >= 0) {
+            if (corner && k < 4) corner[k] = corner[seen];
+            continue;
+        }
+        if (cost_record_step_mem(q->cfg, W, tp, cand[k], q->dtype, &q->mo, budget, &t, corner && k < 4 ? &corner[k] : NULL, err,
+                                 errlen)) {
+            cost_trace_free(&t);
+            return -1;
+        }
         cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph, .replicate = q->mo.replicate};
         cost_result r;
-        if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { cost_trace_free(&t); return -1; }
+        if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { cost_trace_free(&t); return -2; }
         if (p->rank < 0 || r.step_ms > p->r.step_ms) { p->r = r; p->rank = cand[k]; }
     }
     cost_trace_free(&t);
@@ -45,6 +53,15 @@ int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen
     p->mfu = metrics_mfu(p->flops_per_token, p->tok_s_per_rank, q->m->peak_tflops * 1e12);
     p->mfu_causal = metrics_mfu(metrics_flops_per_token_causal(q->cfg, q->mo.T), p->tok_s_per_rank, q->m->peak_tflops * 1e12);
     return 0;
+}
+
+int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen) {
+    return predict(q, 0, NULL, p, err, errlen) ? -1 : 0;
+}
+
+int cost_predict_mem(const cost_req *q, uint64_t budget, mem_stats corner[4], cost_prediction *p, char *err, size_t errlen) {
+    int rc = predict(q, budget, corner, p, err, errlen);
+    return rc == -1 ? -1 : rc ? 1 : 0;
 }
 
 json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, const char *from) {
