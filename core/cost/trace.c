@@ -254,11 +254,11 @@ static void r_to_compute(void *x, void *d, const float *s, size_t n) {
  * (model_init) and tear-down are not part of the step and are not recorded. */
 int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
                      cost_trace *t, char *err, size_t errlen) {
-    return cost_record_step_mem(cfg, world, tp, rank, dtype, o, 0, t, NULL, err, errlen);
+    return cost_record_step_mem(cfg, world, tp, rank, dtype, o, 0, t, NULL, NULL, err, errlen);
 }
 
 int cost_record_step_mem(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
-                         uint64_t budget, cost_trace *t, mem_stats *mem, char *err, size_t errlen) {
+                         uint64_t budget, cost_trace *t, mem_stats *mem, size_t *micro_end, char *err, size_t errlen) {
     mesh_t m;
     if (mesh_init_hsdp(&m, world, rank, o->replicate > 1 ? o->replicate : 1, tp, err, errlen)) return -1;
     t->n = 0, t->oom = 0;   /* the events' buffer is kept: a caller recording rank after rank grows it once */
@@ -301,6 +301,7 @@ int cost_record_step_mem(const model_config *cfg, int world, int tp, int rank, d
         for (int k = 0; k < n; k++) {
             model_accum_begin(&M, k, n);
             loss += model_forward_backward(&M, NULL, NULL, 1.0f);
+            if (micro_end) micro_end[k] = t->n;
         }
         comm_all_reduce_sum_f64(&dpg, &loss, 1);
         optim_cfg oc = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};

@@ -160,13 +160,15 @@ static cost_req request(const tune_space *S, const job_t *j, int tp, int N) {
 
 /* the figures of cell c from p, the prediction of its replayed step: as it is, or extended from 2 and 3
  * micro-batches (p of 3, the step of 2 priced here) */
-static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, const cost_prediction *p, char *err, size_t errlen) {
+static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, const cost_prediction *p, const cost_prediction *two,
+                        char *err, size_t errlen) {
     cost_prediction p2;
     int N = c->N, big = N > TUNE_REPLAY_MICRO && !S->o.full_replay;
     double k = 0, step = p->r.step_ms, comm = p->r.comm_ms, exposed = p->r.exposed_comm_ms, comp = p->r.compute_ms;
     if (big) {
         cost_req q = request(S, j, c->mesh.t, TUNE_REPLAY_MICRO - 1);
-        if (cost_predict(&q, &p2, err, errlen)) return -1;
+        if (two) p2 = *two;
+        else if (cost_predict(&q, &p2, err, errlen)) return -1;
         k = N - TUNE_REPLAY_MICRO;
         step += k * (p->r.step_ms - p2.r.step_ms), comm += k * (p->r.comm_ms - p2.r.comm_ms);
         exposed += k * (p->r.exposed_comm_ms - p2.r.exposed_comm_ms), comp += k * (p->r.compute_ms - p2.r.compute_ms);
@@ -180,8 +182,10 @@ static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, const
 }
 
 /* The replayed step (N micro-batches, or 3 of a larger N) is recorded for the price by the same replays of the
- * corner ranks that plan its memory (cost_predict_mem): one replay per rank, not two. The memory plan is
- * replayed apart only where that cannot stand for it (the corners differ, or the step was not priced). */
+ * corner ranks that plan its memory (cost_predict_mem): one replay per rank, not two, and the step of 2 that
+ * extends a larger N is those recordings with the second micro-batch cut out. The memory plan is replayed
+ * apart only where that cannot stand for it (the corners differ, or the step was not priced), the step of 2
+ * only where a cut would split a collective from its wait. */
 int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, size_t errlen) {
     job_t j;
     int rc = tune_cell_job(S, c, &j, err, errlen);
@@ -192,9 +196,10 @@ int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, si
     model_opts mo = j.mo;
     if (mo.grad_accum > TUNE_REPLAY_MICRO && !S->o.full_replay) mo.grad_accum = TUNE_REPLAY_MICRO;
     cost_req q = request(S, &j, c->mesh.t, mo.grad_accum);
-    cost_prediction p;
+    cost_prediction p, p2;
     char e2[512];
-    int priced = cost_predict_mem(&q, S->budget, corner, &p, e2, sizeof e2);
+    int big = c->N > TUNE_REPLAY_MICRO && !S->o.full_replay, two_ok = 0;
+    int priced = cost_predict_mem(&q, S->budget, corner, &p, big ? &p2 : NULL, &two_ok, e2, sizeof e2);
     if ((priced || !plan_world_corners(corner, &worst, &wr)) &&
         plan_world_ranks(P, &j.cfg, S->o.world, c->mesh.t, &mo, S->budget, NULL, &worst, &wr, err, errlen))
         return 2;
@@ -203,7 +208,7 @@ int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, si
     c->status = !worst.overflow && worst.total_peak <= S->budget ? TUNE_FITS : TUNE_NO_FIT;
     if (c->status != TUNE_FITS) return 0;
     S->n_fit++;
-    if (priced || predict_cell(S, &j, c, &p, e2, sizeof e2)) { snprintf(c->why, sizeof c->why, "not priced: %.140s", e2); return 0; }
+    if (priced || predict_cell(S, &j, c, &p, two_ok ? &p2 : NULL, e2, sizeof e2)) { snprintf(c->why, sizeof c->why, "not priced: %.140s", e2); return 0; }
     c->priced = 1;
     S->n_priced++;
     return 0;
