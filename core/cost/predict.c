@@ -43,10 +43,10 @@ static int cut_micro(const cost_trace *t, size_t e0, size_t e1, cost_trace *o) {
     }
     if (nopen) return -1;
     size_t n = t->n - (e1 - e0);
-    if (n > o->cap) {
-        cost_event *ev = realloc(o->ev, n * sizeof *ev);
+    if (n >= o->cap || !o->ev) {
+        cost_event *ev = realloc(o->ev, (n + 1) * sizeof *ev);
         if (!ev) return -1;
-        o->ev = ev, o->cap = n;
+        o->ev = ev, o->cap = n + 1;
     }
     memcpy(o->ev, t->ev, e0 * sizeof *o->ev);
     memcpy(o->ev + e0, t->ev + e1, (t->n - e1) * sizeof *o->ev);
@@ -70,7 +70,7 @@ static int predict(const cost_req *q, uint64_t budget, mem_stats *corner, cost_p
     int rph = q->ranks_per_host > 0 ? q->ranks_per_host : cost_default_ranks_per_host(q->m, q->world);
     int W = q->world, tp = q->tp, nm = model_micro_batches(&q->mo), cut = fewer && nm == 3;
     int cand[5] = {0, tp - 1, W - tp, W - 1, (W - 1) / rph * rph};
-    size_t ends[3];
+    size_t ends[3] = {0};
     cost_trace t = {0}, t2 = {0};
     p->rank = -1;
     if (cut) memset(fewer, 0, sizeof *fewer), fewer->rank = -1;
