@@ -1,6 +1,7 @@
 /* core/tune/space.c — the cells of a tune, each checked, planned and priced as `build/train --plan` does it
- * (see space.h): the argv of a cell goes through job_parse and job_build, the plan is plan_world_ranks
- * and the price cost_predict, with the options plan_report gives them. */
+ * (see space.h): the argv of a cell goes through job_parse and job_build, the plan and the price are
+ * cost_predict_mem's replays of the corner ranks (plan_world_ranks where they differ), with the options
+ * plan_report gives them. */
 #include "core/tune/space.h"
 
 #include <stdio.h>
