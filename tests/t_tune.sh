@@ -123,6 +123,14 @@ for c in sorted(fit1, key=lambda c: c["rank"] or 1 << 30):
     if c["mesh"]["replicate"] > 1: best.setdefault((c["mesh"]["replicate"], c["mesh"]["tp"]), c)
 (ok if len(best) >= 8 else fail)("tune_1b_hsdp_meshes", f"{sorted(best)}")
 compare("d", list(best.values()), "tune_1b_hsdp_best_equals_train_plan")
+# the step of 2 micro-batches that extends a longer accumulation is cut from the recording of 3 (core/cost/predict.c):
+# HSDP cells of N > 3, one per (R, tp, reduce mode, prefetch), against build/train --plan, which replays every micro-batch
+long = {}
+for c in fit1:
+    if c["mesh"]["replicate"] > 1 and c["grad_accum"] > 3:
+        long.setdefault((c["mesh"]["replicate"], c["mesh"]["tp"], c["accum_reduce"], c["prefetch"]), c)
+(ok if len(long) >= 24 else fail)("tune_1b_hsdp_long_accumulation", f"{sorted(long)}")
+compare("d", list(long.values()), "tune_1b_hsdp_long_accumulation_equals_train_plan")
 
 # ---- ranking, folder, determinism
 ranks = sorted(c["rank"] for c in j["cells"] if c["rank"])

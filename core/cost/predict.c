@@ -12,39 +12,102 @@ int cost_default_ranks_per_host(const cost_machine *m, int world) {
     return world;
 }
 
-/* the corner ranks (tp_rank 0 and tp−1 of dp_rank 0 and dp−1) and the first rank of the last host:
- * the ranks whose step or whose groups' placement can differ */
-int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen) {
-    memset(p, 0, sizeof *p);
-    if (q->tp < 1 || q->world < 1 || q->world % q->tp) {
-        snprintf(err, errlen, "world %d is not a multiple of --tp %d", q->world, q->tp);
-        return -1;
-    }
-    int rph = q->ranks_per_host > 0 ? q->ranks_per_host : cost_default_ranks_per_host(q->m, q->world);
-    int W = q->world, tp = q->tp;
-    int cand[5] = {0, tp - 1, W - tp, W - 1, (W - 1) / rph * rph};
-    cost_trace t = {0};
-    p->rank = -1;
-    for (int k = 0; k < 5; k++) {
-        int seen = 0;
-        for (int j = 0; j < k; j++) seen |= cand[j] == cand[k];
-        if (seen) continue;
-        if (cost_record_step(q->cfg, W, tp, cand[k], q->dtype, &q->mo, &t, err, errlen)) { cost_trace_free(&t); return -1; }
-        cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph, .replicate = q->mo.replicate};
-        cost_result r;
-        if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { cost_trace_free(&t); return -1; }
-        if (p->rank < 0 || r.step_ms > p->r.step_ms) { p->r = r; p->rank = cand[k]; }
-    }
-    cost_trace_free(&t);
+/* the figures of a prediction whose slowest rank p->r is set, for a step of n micro-batches */
+static void rates(const cost_req *q, int rph, int n, cost_prediction *p) {
     p->ranks_per_host = rph;
-    int dp = W / tp;   /* W is a multiple of tp (checked above) */
-    p->tokens = (double)dp * q->mo.B * model_micro_batches(&q->mo) * q->mo.T; /* the global batch */
+    int W = q->world, dp = W / q->tp;   /* W is a multiple of tp (checked by predict) */
+    p->tokens = (double)dp * q->mo.B * n * q->mo.T; /* the global batch */
     p->tok_s = p->r.step_ms > 0 ? p->tokens / (p->r.step_ms / 1e3) : 0;
     p->tok_s_per_rank = p->tok_s / W;
     p->flops_per_token = metrics_flops_per_token(q->cfg, q->mo.T);
     p->mfu = metrics_mfu(p->flops_per_token, p->tok_s_per_rank, q->m->peak_tflops * 1e12);
     p->mfu_causal = metrics_mfu(metrics_flops_per_token_causal(q->cfg, q->mo.T), p->tok_s_per_rank, q->m->peak_tflops * 1e12);
+}
+
+/* The step of n - 1 micro-batches from the recording of n >= 3: the micro-batches between the first and the
+ * last behave alike (neither starts nor ends an accumulation), so cutting the second (events [e0, e1)) leaves the
+ * recording of one fewer, event for event, where no collective started on one side of a cut is waited for on
+ * the other. 0 with *o that trace; -1 when a cut splits a started collective from its wait (record it instead). */
+static int cut_micro(const cost_trace *t, size_t e0, size_t e1, cost_trace *o) {
+    uint32_t open[64];
+    int nopen = 0;
+    for (size_t i = 0; i < e1; i++) {
+        const cost_event *e = &t->ev[i];
+        if (i == e0 && nopen) return -1;
+        if (e->type == COST_EV_START) {
+            if (nopen == 64) return -1;
+            open[nopen++] = e->id;
+        } else if (e->type == COST_EV_WAIT) {
+            for (int k = 0; k < nopen; k++) if (open[k] == e->id) { open[k] = open[--nopen]; break; }
+        }
+    }
+    if (nopen) return -1;
+    size_t n = t->n - (e1 - e0);
+    if (n >= o->cap || !o->ev) {
+        cost_event *ev = realloc(o->ev, (n + 1) * sizeof *ev);
+        if (!ev) return -1;
+        o->ev = ev, o->cap = n + 1;
+    }
+    memcpy(o->ev, t->ev, e0 * sizeof *o->ev);
+    memcpy(o->ev + e0, t->ev + e1, (t->n - e1) * sizeof *o->ev);
+    o->n = n, o->oom = 0, o->cbytes = t->cbytes;
     return 0;
+}
+
+/* the corner ranks (tp_rank 0 and tp−1 of dp_rank 0 and dp−1) and the first rank of the last host:
+ * the ranks whose step or whose groups' placement can differ. With corner != NULL each corner's replay
+ * also gives its memory (corner[k] of rank cand[k], k < 4: the memory plan's corners, plan_world_ranks).
+ * With fewer != NULL and a step of 3 micro-batches, *fewer is the step of 2 from
+ * the same recordings (cut_micro), and *fewer_ok says whether every rank's could be cut. */
+static int predict(const cost_req *q, uint64_t budget, mem_stats *corner, cost_prediction *p, cost_prediction *fewer,
+                   int *fewer_ok, char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
+    if (fewer_ok) *fewer_ok = 0;
+    if (q->tp < 1 || q->world < 1 || q->world % q->tp) {
+        snprintf(err, errlen, "world %d is not a multiple of --tp %d", q->world, q->tp);
+        return -1;
+    }
+    int rph = q->ranks_per_host > 0 ? q->ranks_per_host : cost_default_ranks_per_host(q->m, q->world);
+    int W = q->world, tp = q->tp, nm = model_micro_batches(&q->mo), cut = fewer && nm == 3;
+    int cand[5] = {0, tp - 1, W - tp, W - 1, (W - 1) / rph * rph};
+    size_t ends[3] = {0};
+    cost_trace t = {0}, t2 = {0};
+    p->rank = -1;
+    if (cut) memset(fewer, 0, sizeof *fewer), fewer->rank = -1;
+    int rc = 0;
+    for (int k = 0; k < 5 && !rc; k++) {
+        int seen = -1;
+        for (int j = 0; j < k && seen < 0; j++) if (cand[j] == cand[k]) seen = j;
+        if (seen >= 0) {
+            if (corner && k < 4) corner[k] = corner[seen];
+            continue;
+        }
+        if (cost_record_step_mem(q->cfg, W, tp, cand[k], q->dtype, &q->mo, budget, &t, corner && k < 4 ? &corner[k] : NULL,
+                                 cut ? ends : NULL, err, errlen)) { rc = -1; break; }
+        cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph, .replicate = q->mo.replicate};
+        cost_result r;
+        if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { rc = -2; break; }
+        if (p->rank < 0 || r.step_ms > p->r.step_ms) { p->r = r; p->rank = cand[k]; }
+        if (cut && !cut_micro(&t, ends[0], ends[1], &t2) && !cost_timeline(&t2, q->m, &pl, &r, err, errlen)) {
+            if (fewer->rank < 0 || r.step_ms > fewer->r.step_ms) { fewer->r = r; fewer->rank = cand[k]; }
+        } else cut = 0;
+    }
+    cost_trace_free(&t);
+    cost_trace_free(&t2);
+    if (rc) return rc;
+    rates(q, rph, nm, p);
+    if (cut) rates(q, rph, nm - 1, fewer), *fewer_ok = 1;
+    return 0;
+}
+
+int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen) {
+    return predict(q, 0, NULL, p, NULL, NULL, err, errlen) ? -1 : 0;
+}
+
+int cost_predict_mem(const cost_req *q, uint64_t budget, mem_stats corner[4], cost_prediction *p, cost_prediction *fewer,
+                     int *fewer_ok, char *err, size_t errlen) {
+    int rc = predict(q, budget, corner, p, fewer, fewer_ok, err, errlen);
+    return rc == -1 ? -1 : rc ? 1 : 0;
 }
 
 json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, const char *from) {

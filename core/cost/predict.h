@@ -31,6 +31,15 @@ typedef struct cost_prediction {
  * world), every rank on this host for a CPU machine. */
 int cost_default_ranks_per_host(const cost_machine *m, int world);
 int cost_predict(const cost_req *q, cost_prediction *p, char *err, size_t errlen);
+/* The same, each replay of a memory plan's corner rank (tp_rank 0 and tp−1 of the first and the last DP rank:
+ * ranks 0, tp−1, world−tp, world−1, plan_world_ranks's) also planning its memory under `budget`: corner[k]
+ * is plan_rank's statistics of the k-th (one replay gives both; build/tune plans and prices a cell so).
+ * With fewer != NULL and a step of n = 3 micro-batches, *fewer is the prediction of n - 1 from the same
+ * replays, the second micro-batch's events cut out (the ones between the first and the last behave alike),
+ * and *fewer_ok 1 (0 where a cut would split a started collective from its wait: price n - 1 apart then).
+ * 0; -1 the step could not be recorded (err); 1 not priced (err; corner[] may be incomplete: plan the memory apart). */
+int cost_predict_mem(const cost_req *q, uint64_t budget, mem_stats corner[4], cost_prediction *p, cost_prediction *fewer,
+                     int *fewer_ok, char *err, size_t errlen);
 /* The plan record's "time" object (new reference) */
 json_t *cost_prediction_json(const cost_prediction *p, const cost_machine *m, const char *machine_from);
 /* The --plan lines, every one marked predicted */

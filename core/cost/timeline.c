@@ -31,6 +31,31 @@ void cost_group_shape(const cost_place *p, int group, int *ranks, int *ranks_per
 
 typedef struct pend { uint32_t id; double v; int group, kind; } pend;
 
+/* An op's cost is a function of its event's kind, dimensions and work alone (cost_machine_op_us), and a step
+ * repeats a few dozen shapes thousands of times: each replay looks each shape up once and keeps it here
+ * (the same double, so the same sums to the last bit). Full: the rest are looked up every time. */
+enum { MEMO_CAP = 2048 };
+typedef struct memo { int used; uint8_t kind; int64_t dim[5]; double flops, bytes, us; } memo;
+
+static double op_us(const cost_machine *m, const cost_event *e, memo *tab, int *n) {
+    if (!tab) return cost_machine_op_us(m, e);
+    uint64_t h = e->kind;
+    for (int k = 0; k < 5; k++) h = (h ^ (uint64_t)e->dim[k]) * 0x100000001B3ull;
+    size_t i = (size_t)((h * 0x9E3779B97F4A7C15ull) >> 53) & (MEMO_CAP - 1);
+    for (; tab[i].used; i = (i + 1) & (MEMO_CAP - 1)) {
+        const memo *q = &tab[i];
+        if (q->kind == e->kind && !memcmp(q->dim, e->dim, sizeof q->dim) && q->flops == e->flops && q->bytes == e->bytes)
+            return q->us;
+    }
+    double us = cost_machine_op_us(m, e);
+    if (2 * (*n + 1) <= MEMO_CAP) {
+        tab[i] = (memo){.used = 1, .kind = e->kind, .flops = e->flops, .bytes = e->bytes, .us = us};
+        memcpy(tab[i].dim, e->dim, sizeof tab[i].dim);
+        ++*n;
+    }
+    return us;
+}
+
 static double maxd(double a, double b) { return a > b ? a : b; }
 
 int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *p, cost_result *r, char *err,
@@ -44,24 +69,36 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
     double th = 0, tc = 0, tm = 0;   /* host, compute stream, communication stream (us) */
     pend *pd = NULL;
     size_t npd = 0, cap = 0;
+    memo *tab = calloc(MEMO_CAP, sizeof *tab);   /* NULL (no memory): every op looked up */
+    int nmemo = 0;
+    /* the ops' sums in locals (the same additions in the same order as into *r: the same bits), not through r */
+    double class_ms[COST_NCLASS] = {0}, op_ms[COST_NOPS] = {0}, compute_ms = 0, issue_ms = 0, overlap_ms = 0;
+    int n_ops = 0;
+    const cost_event *prev = NULL;
+    double prev_us = 0;
     for (size_t i = 0; i < t->n; i++) {
         const cost_event *e = &t->ev[i];
         if (e->type == COST_EV_OP) {
-            double d = cost_machine_op_us(m, e) * share;
-            r->class_ms[cost_op_class_of((cost_op_kind)e->kind)] += d / 1e3;
-            r->op_ms[e->kind] += d / 1e3;
-            r->compute_ms += d / 1e3;
-            r->n_ops++;
+            /* runs of one shape (a permutation's copies, one per block) skip even the look-up */
+            if (!prev || prev->kind != e->kind || memcmp(prev->dim, e->dim, sizeof e->dim) || prev->flops != e->flops ||
+                prev->bytes != e->bytes)
+                prev_us = op_us(m, e, tab, &nmemo);
+            prev = e;
+            double d = prev_us * share;
+            class_ms[cost_op_class_of((cost_op_kind)e->kind)] += d / 1e3;
+            op_ms[e->kind] += d / 1e3;
+            compute_ms += d / 1e3;
+            n_ops++;
             if (m->async) {             /* the op reaches the device once the host has issued it */
                 th += m->launch_us;
-                r->host_issue_ms += m->launch_us / 1e3;
+                issue_ms += m->launch_us / 1e3;
                 double s0 = maxd(tc, th), dd = d;
                 if (m->overlap && m->overlap_slowdown > 0 && tm > s0) {
                     /* slower while the collective runs, at full speed after it ends */
                     double slow = 1 + m->overlap_slowdown;
                     dd = s0 + d * slow <= tm ? d * slow : (tm - s0) + (d - (tm - s0) / slow);
-                    r->overlap_ms += (dd - d) / 1e3;
-                    r->compute_ms += (dd - d) / 1e3;
+                    overlap_ms += (dd - d) / 1e3;
+                    compute_ms += (dd - d) / 1e3;
                 }
                 tc = s0 + dd;
                 if (e->host) th = maxd(th, tc);          /* the host waits for the result */
@@ -83,7 +120,7 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
         int n = e->ranks > 0 ? e->ranks : shape[g][0];
         int flags = (e->host ? COST_COLL_HOST : 0) | (e->type == COST_EV_START ? COST_COLL_STARTED : 0);
         double d = cost_machine_coll_us(m, e->kind, e->bytes, n, shape[g][1], shape[g][2], flags, err, errlen);
-        if (d < 0) { free(pd); return -1; }
+        if (d < 0) { free(pd); free(tab); return -1; }
         r->comm_ms += d / 1e3;
         r->comm_by_ms[g][e->kind] += d / 1e3;
         r->n_colls++;
@@ -104,13 +141,16 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
         if (e->type == COST_EV_START) {
             if (npd == cap) {
                 pend *q = realloc(pd, (cap = cap ? cap * 2 : 16) * sizeof *q);
-                if (!q) { free(pd); snprintf(err, errlen, "out of host memory"); return -1; }
+                if (!q) { free(pd); free(tab); snprintf(err, errlen, "out of host memory"); return -1; }
                 pd = q;
             }
             pd[npd++] = (pend){e->id, v, g, e->kind};
         }
     }
     free(pd);
+    free(tab);
+    memcpy(r->class_ms, class_ms, sizeof class_ms), memcpy(r->op_ms, op_ms, sizeof op_ms);
+    r->compute_ms = compute_ms, r->host_issue_ms = issue_ms, r->overlap_ms = overlap_ms, r->n_ops = n_ops;
     double end = maxd(maxd(th, tc), tm);
     r->step_ms = end / 1e3;
     r->exposed_comm_ms = r->step_ms - r->compute_ms > 0 ? r->step_ms - r->compute_ms : 0;

@@ -254,10 +254,14 @@ static void r_to_compute(void *x, void *d, const float *s, size_t n) {
  * (model_init) and tear-down are not part of the step and are not recorded. */
 int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
                      cost_trace *t, char *err, size_t errlen) {
+    return cost_record_step_mem(cfg, world, tp, rank, dtype, o, 0, t, NULL, NULL, err, errlen);
+}
+
+int cost_record_step_mem(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
+                         uint64_t budget, cost_trace *t, mem_stats *mem, size_t *micro_end, char *err, size_t errlen) {
     mesh_t m;
     if (mesh_init_hsdp(&m, world, rank, o->replicate > 1 ? o->replicate : 1, tp, err, errlen)) return -1;
-    free(t->ev);
-    memset(t, 0, sizeof *t);
+    t->n = 0, t->oom = 0;   /* the events' buffer is kept: a caller recording rank after rank grows it once */
     t->cbytes = (int)dtype_bytes(dtype);
     recorder rec = {0};
     ops_trace ot = {
@@ -272,7 +276,7 @@ int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype
     comm_trace ct = {.ctx = &rec, .collective = r_collective};
     engine_trace tr = {.ops = &ot, .comm = &ct};
     engine_t P;
-    engine_init_plan(&P, dtype, 0);
+    engine_init_plan(&P, dtype, budget);
     engine_set_trace(&P, &tr);
     const ops_trace *was = ops_null_bind(&ot);
     comm_group tpg, dpg, shg, repg, wg;
@@ -297,11 +301,13 @@ int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype
         for (int k = 0; k < n; k++) {
             model_accum_begin(&M, k, n);
             loss += model_forward_backward(&M, NULL, NULL, 1.0f);
+            if (micro_end) micro_end[k] = t->n;
         }
         comm_all_reduce_sum_f64(&dpg, &loss, 1);
         optim_cfg oc = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
         optim_step(&M, &wg, &oc, 0, 1, NULL);
         rec.t = NULL;
+        if (mem) *mem = *mem_get_stats(&P.mem);
     }
     model_free(&M);
     ops_null_bind(was);

@@ -79,4 +79,11 @@ void cost_op_work(cost_op_kind k, const int64_t dim[5], int cb, double *flops, d
  * computing in dtype into *t (emptied first): -1 with one line in err on an invalid shape (the messages model_init gives). */
 int cost_record_step(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
                      cost_trace *t, char *err, size_t errlen);
+/* The same, the replay's engine given the memory budget `budget` (0: none), and what its arena holds after the
+ * step in *mem (when not NULL): the replay is the memory plan's (core/engine/plan.h, plan_rank) of the same
+ * rank, so *mem equals plan_rank's statistics byte for byte (tests/t_tune.sh compares them through
+ * build/train --plan); micro_end[k] (when not NULL: one per micro-batch) the number of events once micro-batch k
+ * has run */
+int cost_record_step_mem(const model_config *cfg, int world, int tp, int rank, dtype_t dtype, const model_opts *o,
+                         uint64_t budget, cost_trace *t, mem_stats *mem, size_t *micro_end, char *err, size_t errlen);
 #endif

@@ -61,7 +61,12 @@ void mem_set_oom_handler(mem_arena *a, mem_oom_handler h) {
     if (!a->plan) g_host_arena = h ? a : (g_host_arena == a ? NULL : g_host_arena);
 }
 
-static size_t slot(const mem_arena *m, uintptr_t a) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull) & (m->cap - 1); }
+/* the table's slot of address a: the top bits of a multiplicative hash (Fibonacci hashing). The low bits of
+ * the product repeat those of the address, and a plan's addresses are 256 apart (a device's are aligned):
+ * taking them filled one slot in sixteen and made the probe chains long */
+static size_t slot(const mem_arena *m, uintptr_t a) {
+    return (size_t)(((uint64_t)a * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll((unsigned long long)m->cap)));
+}
 
 static void tab_put(mem_arena *m, uintptr_t a, uint64_t bytes, int cat) {
     if ((m->n + 1) * 2 > m->cap) {

@@ -57,7 +57,10 @@ int plan_world_ranks(const engine_t *E, const model_config *cfg, int world, int 
     int corner[4] = {0, m.tp - 1, world - m.tp, world - 1}, uniform = 1;
     mem_stats cs[4];
     for (int k = 0; k < 4; k++) {
-        if (plan_rank(E, cfg, world, tp, corner[k], o, budget, &cs[k], err, errlen)) return -1;
+        int same = -1;   /* tp 1 or dp 1: a corner named twice is replayed once */
+        for (int j = 0; j < k && same < 0; j++) if (corner[j] == corner[k]) same = j;
+        if (same >= 0) cs[k] = cs[same];
+        else if (plan_rank(E, cfg, world, tp, corner[k], o, budget, &cs[k], err, errlen)) return -1;
         uniform &= same_stats(&cs[0], &cs[k]);
     }
     for (int r = 0; r < world; r++) {
@@ -68,6 +71,12 @@ int plan_world_ranks(const engine_t *E, const model_config *cfg, int world, int 
         if (uniform && !per_rank) break; /* rank 0 stands for all */
     }
     return 0;
+}
+
+int plan_world_corners(const mem_stats cs[4], mem_stats *worst_stats, int *worst) {
+    for (int k = 1; k < 4; k++) if (!same_stats(&cs[0], &cs[k])) return 0;
+    *worst_stats = cs[0], *worst = 0;   /* as plan_world_ranks: rank 0 stands for all */
+    return 1;
 }
 
 int plan_world(const engine_t *E, const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,

@@ -23,6 +23,10 @@ int plan_world(const engine_t *E, const model_config *cfg, int world, int tp, co
  * four corner ranks are replayed and stand for all unless they differ (then every rank is). */
 int plan_world_ranks(const engine_t *E, const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
                      mem_stats *per_rank, mem_stats *worst_stats, int *worst, char *err, size_t errlen);
+/* plan_world_ranks's answer from its four corners' statistics when another replay already gave them (cs[k] of
+ * ranks 0, tp-1, world-tp, world-1, e.g. cost_predict_mem's): 1 with *worst_stats, *worst set when the corners
+ * are alike (they stand for every rank), 0 when they differ (then plan_world_ranks replays every rank). */
+int plan_world_corners(const mem_stats cs[4], mem_stats *worst_stats, int *worst);
 /* Largest B (sequences per DP rank) within those limits whose planned peak fits the budget on every rank; 0 if none. */
 int plan_max_batch(const engine_t *E, const model_config *cfg, int world, int tp, const model_opts *o, uint64_t budget,
                    char *err, size_t errlen);

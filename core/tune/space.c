@@ -1,6 +1,7 @@
 /* core/tune/space.c — the cells of a tune, each checked, planned and priced as `build/train --plan` does it
- * (see space.h): the argv of a cell goes through job_parse and job_build, the plan is plan_world_ranks
- * and the price cost_predict, with the options plan_report gives them. */
+ * (see space.h): the argv of a cell goes through job_parse and job_build, the plan and the price are
+ * cost_predict_mem's replays of the corner ranks (plan_world_ranks where they differ), with the options
+ * plan_report gives them. */
 #include "core/tune/space.h"
 
 #include <stdio.h>
@@ -151,50 +152,64 @@ static int recomputed(int L, int ckpt) { return ckpt == 0 ? 0 : ckpt == 1 ? L : 
  * 3 micro-batches and its figures extended; one of N <= 3 is replayed as it is. */
 #define TUNE_REPLAY_MICRO 3
 
-static int price(const tune_space *S, const job_t *j, int tp, int N, cost_prediction *p, char *err, size_t errlen) {
+static cost_req request(const tune_space *S, const job_t *j, int tp, int N) {
     cost_req q = {.cfg = &j->cfg, .world = S->o.world, .tp = tp, .mo = j->mo, .dtype = j->dtype,
                   .ranks_per_host = S->o.gpus_per_host, .m = &S->machine};
     q.mo.grad_accum = N;
-    return cost_predict(&q, p, err, errlen);
+    return q;
 }
 
-/* the prediction of cell c: replayed, or extended from 2 and 3 micro-batches */
-static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, char *err, size_t errlen) {
-    cost_prediction p, p2;
+/* the figures of cell c from p, the prediction of its replayed step: as it is, or extended from 2 and 3
+ * micro-batches (p of 3, the step of 2 priced here) */
+static int predict_cell(const tune_space *S, const job_t *j, tune_cell *c, const cost_prediction *p, const cost_prediction *two,
+                        char *err, size_t errlen) {
+    cost_prediction p2;
     int N = c->N, big = N > TUNE_REPLAY_MICRO && !S->o.full_replay;
-    if (price(S, j, c->mesh.t, big ? TUNE_REPLAY_MICRO : N, &p, err, errlen)) return -1;
-    double k = 0, step = p.r.step_ms, comm = p.r.comm_ms, exposed = p.r.exposed_comm_ms, comp = p.r.compute_ms;
+    double k = 0, step = p->r.step_ms, comm = p->r.comm_ms, exposed = p->r.exposed_comm_ms, comp = p->r.compute_ms;
     if (big) {
-        if (price(S, j, c->mesh.t, TUNE_REPLAY_MICRO - 1, &p2, err, errlen)) return -1;
+        cost_req q = request(S, j, c->mesh.t, TUNE_REPLAY_MICRO - 1);
+        if (two) p2 = *two;
+        else if (cost_predict(&q, &p2, err, errlen)) return -1;
         k = N - TUNE_REPLAY_MICRO;
-        step += k * (p.r.step_ms - p2.r.step_ms), comm += k * (p.r.comm_ms - p2.r.comm_ms);
-        exposed += k * (p.r.exposed_comm_ms - p2.r.exposed_comm_ms), comp += k * (p.r.compute_ms - p2.r.compute_ms);
+        step += k * (p->r.step_ms - p2.r.step_ms), comm += k * (p->r.comm_ms - p2.r.comm_ms);
+        exposed += k * (p->r.exposed_comm_ms - p2.r.exposed_comm_ms), comp += k * (p->r.compute_ms - p2.r.compute_ms);
     }
     double tokens = (double)c->dp * c->B * N * S->o.seq_len;
     c->step_ms = step, c->comm_ms = comm, c->exposed_comm_ms = exposed, c->compute_ms = comp;
     c->tok_s = step > 0 ? tokens / (step / 1e3) : 0, c->tok_s_per_gpu = c->tok_s / S->o.world;
-    double scale = p.tok_s > 0 ? c->tok_s / p.tok_s : 0;   /* MFU is proportional to tok/s */
-    c->mfu = p.mfu * scale, c->mfu_causal = p.mfu_causal * scale;
+    double scale = p->tok_s > 0 ? c->tok_s / p->tok_s : 0;   /* MFU is proportional to tok/s */
+    c->mfu = p->mfu * scale, c->mfu_causal = p->mfu_causal * scale;
     return 0;
 }
 
+/* The replayed step (N micro-batches, or 3 of a larger N) is recorded for the price by the same replays of the
+ * corner ranks that plan its memory (cost_predict_mem): one replay per rank, not two, and the step of 2 that
+ * extends a larger N is those recordings with the second micro-batch cut out. The memory plan is replayed
+ * apart only where that cannot stand for it (the corners differ, or the step was not priced), the step of 2
+ * only where a cut would split a collective from its wait. */
 int tune_plan_cell(tune_space *S, const engine_t *P, tune_cell *c, char *err, size_t errlen) {
     job_t j;
     int rc = tune_cell_job(S, c, &j, err, errlen);
     if (rc) return rc;
     c->recompute_layers = recomputed(j.cfg.num_hidden_layers, c->ckpt);
-    mem_stats worst;
+    mem_stats worst, corner[4];
     int wr;
     model_opts mo = j.mo;
     if (mo.grad_accum > TUNE_REPLAY_MICRO && !S->o.full_replay) mo.grad_accum = TUNE_REPLAY_MICRO;
-    if (plan_world_ranks(P, &j.cfg, S->o.world, c->mesh.t, &mo, S->budget, NULL, &worst, &wr, err, errlen)) return 2;
+    cost_req q = request(S, &j, c->mesh.t, mo.grad_accum);
+    cost_prediction p, p2;
+    char e2[512];
+    int big = c->N > TUNE_REPLAY_MICRO && !S->o.full_replay, two_ok = 0;
+    int priced = cost_predict_mem(&q, S->budget, corner, &p, big ? &p2 : NULL, &two_ok, e2, sizeof e2);
+    if ((priced || !plan_world_corners(corner, &worst, &wr)) &&
+        plan_world_ranks(P, &j.cfg, S->o.world, c->mesh.t, &mo, S->budget, NULL, &worst, &wr, err, errlen))
+        return 2;
     c->peak = worst.total_peak;
     memcpy(c->by_cat, worst.peak, sizeof c->by_cat);
     c->status = !worst.overflow && worst.total_peak <= S->budget ? TUNE_FITS : TUNE_NO_FIT;
     if (c->status != TUNE_FITS) return 0;
     S->n_fit++;
-    char e2[512];
-    if (predict_cell(S, &j, c, e2, sizeof e2)) { snprintf(c->why, sizeof c->why, "not priced: %.140s", e2); return 0; }
+    if (priced || predict_cell(S, &j, c, &p, two_ok ? &p2 : NULL, e2, sizeof e2)) { snprintf(c->why, sizeof c->why, "not priced: %.140s", e2); return 0; }
     c->priced = 1;
     S->n_priced++;
     return 0;
