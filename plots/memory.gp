@@ -12,7 +12,7 @@ set boxwidth 0.7
 set xrange [-0.6:n-0.4]
 set yrange [0:*]
 set title sprintf("%s: peak memory per rank by category", name)
-set xlabel "mesh (dp x tp; HSDP: replicate x shard x tp)"
+set xlabel "mesh (dp x tp, or R x S x T: HSDP replicate x shard x tp)"
 set ylabel "memory per rank (MiB)"
 if (budget_mib > 0) {
     plot for [c=2:8] 'memory.dat' using c:xtic(1) title word(cats, c-1), \

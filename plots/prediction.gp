@@ -7,9 +7,9 @@ set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set yrange [0:*]
-set xlabel "mesh (dp x tp; HSDP: replicate x shard x tp)"
+set xlabel "mesh (dp x tp, or R x S x T: HSDP replicate x shard x tp)"
 set ylabel "step time (ms)"
-set key below horizontal
+# the key at the right (common.gp): below the chart it touched the x label
 if (plan_only) {
   set title sprintf("%s: predicted step time per mesh (%d ranks)", name, world)
   plot 'prediction.dat' using 3:xtic(1) lt 2 title "predicted"

@@ -17,6 +17,14 @@ source "$(dirname "$0")/lib.sh"
 # runs take every code path by their third step (first-step allocations, the steady state with the
 # prefetch and the reduce-scatter behind, clipping) and the plain suite checks the 10-step figures
 STEPS=10; [ "$BUILD" = build-san ] && STEPS=4
+# The sanitizer build also runs one case of each C path, not every mesh: the larger meshes (1x8, 2x4,
+# 4x2, 8x1, 2x4x1, 4x2x1) run the code of 1x2, 2x2, 2x1 and 2x2x2 with other sizes, and each option
+# (SP off, prefetch off, checkpointing, gathered, tied, padding) once on a small mesh, the checkpoint
+# moved to one 3D and one 2D mesh; the numbers of the rest are the plain suite's (CI runs both), as is
+# the 30-step KJV run.
+SAN_CASES="1x2 2x1 2x2 2x2_nosp_noprefetch 2x2_ckpt_gathered 2x2x2 2x2x2_accum 2x1x4_accum_last ckpt_4x2x1 ckpt_2x4
+  tied_2x2 tied_2x1 pad_3x1 pad_3x2"
+in_san() { [ "$BUILD" != build-san ] || [[ " ${SAN_CASES//$'\n'/ } " == *" $1 "* ]]; }   # NAME: run in this build?
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cat > "$T/gqa.json" <<'JSON'
 {"model_type": "llama", "vocab_size": 250, "hidden_size": 128, "intermediate_size": 256,
@@ -35,6 +43,7 @@ PY
 REF="$T/ref"
 run_mesh() { # NAME DP TP EXTRA...  (against $REF.json / $REF.st with ${COMMON[@]})
   local name=$1 dp=$2 tp=$3; shift 3
+  in_san "$name" || return 0
   local w=$((dp * tp)) bs=(--batch-size $((${G:-8} / dp)))
   # a case that sets its own --batch-size gives it once (an option given twice is refused)
   case " $* " in *" --batch-size "*) bs=() ;; esac
@@ -98,6 +107,7 @@ PY
 without COMMON --steps
 for m in "4 2 1" "2 1 4" "1 1 8" "1 2 4" "1 1 1"; do
   set -- $m; name=${1}x${2}x${3}; [ "$1" = 1 ] && name=${2}x${3}
+  in_san "ckpt_$name" || continue
   "${MPIRUN[@]}" -np $(($1 * $2 * $3)) "$BUILD/train" "${WITHOUT[@]}" --steps 0 --replicate $1 --tp $3 --init "$T/2x2x2.st" \
     --save "$T/re_$name.st" >"$T/re_$name.log" 2>&1
   rc=$?
@@ -177,6 +187,7 @@ if must mesh_pad_reference "$BUILD/train" "${COMMON[@]}" --batch-size 6 --out "$
 fi
 COMMON=(--model "$T/gqa.json" --seq-len 32 --steps $STEPS --lr 3e-3 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" --log-every 100)
 # a KJV training run on the 2x4 mesh learns as the 1-rank run does (30 steps, same global batch)
+in_san kjv_30_steps || exit 0
 without COMMON --steps
 must mesh_kjv_run_1x1 "$BUILD/train" "${WITHOUT[@]}" --steps 30 --batch-size 8 --out "$T/long1.json" 2>/dev/null
 must mesh_kjv_run_2x4 "${MPIRUN[@]}" -np 8 "$BUILD/train" "${WITHOUT[@]}" --steps 30 --tp 4 --batch-size 4 --out "$T/long8.json" >/dev/null 2>&1

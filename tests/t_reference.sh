@@ -49,6 +49,9 @@ CFG="$T/cfg.json" INIT="$T/init.st" REF="$T/ref" G=8
 engine() { # NAME DP TP [N [--accum-reduce MODE]]: N micro-batches of G/(dp*N) sequences per DP rank
   local name=$1 dp=$2 tp=$3 w=$(($2 * $3)) n=${4:-1}; shift 3; shift $(($# > 0))
   local b=$((G / dp / n))
+  # the sanitizer build skips 1x8, 4x2 and pad_6x1: the C paths of 2x4 and pad_3x1 (and of t_mesh.sh's
+  # meshes) with other sizes; the plain suite, which CI runs too, compares them against the reference
+  [ "$BUILD" = build-san ] && case $name in 1x8|4x2|pad_6x1) return 0;; esac
   local cmd=("$TR" --model "$CFG" --init "$INIT" --data "$DATA" --tp "$tp" --batch-size "$b" --grad-accum "$n" "$@" "${HP[@]}"
              --log-every 100 --out "$T/$name.json" --save "$T/$name.st")
   [ "$w" -gt 1 ] && cmd=("${MPIRUN[@]}" -np "$w" "${cmd[@]}")

@@ -433,12 +433,29 @@ static void test_report(void) {
         snprintf(res[i].status, sizeof res[i].status, "ok");
         res[i].record = fake_record(&s.cells[i], b[i], loss[i], tok[i]);
     }
+    /* MFU: cell 0's core share above 100% (a loaded host) is flagged, cell 1's rounds to 100.00% and is not */
+    json_t *sm0 = json_object_get(res[0].record, "summary"), *sm1 = json_object_get(res[1].record, "summary");
+    json_object_set_new(sm0, "mfu", json_real(0.2811));
+    json_object_set_new(sm0, "mfu_share", json_real(1.1244));
+    json_object_set_new(sm1, "mfu", json_real(0.25));
+    json_object_set_new(sm1, "mfu_share", json_real(1.00004));
     sweep_report_ctx c = {.spec = &s, .res = res, .n = 4, .dir = check_scratch, .plots_dir = "plots", .gnuplot = "gnuplot",
                           .started_utc = "2026-01-01T00:00:00Z", .created_utc = "2026-01-01T00:00:00Z", .stamp = "X"};
     rc = sweep_write_report_md(&c, 0, err, sizeof err) | sweep_write_summary_json(&c, err, sizeof err) |
          sweep_write_summary_csv(&c, err, sizeof err);
     CHECK(rc == 0, "report_grid_written", "%s", err);
     const char *md = slurp(check_path("report.md"));
+    const char *results = md ? strstr(md, "## Results\n") : NULL;
+    const char *row0 = results ? strstr(results, "\n| [2x4.ac=none](runs/2x4.ac=none.json) |") : NULL;
+    const char *row1 = results ? strstr(results, "\n| [2x4.ac=full](runs/2x4.ac=full.json) |") : NULL;
+    const char *note = md ? strstr(md, "\n\n\\* Above 100%: not a real utilisation but a sign that the host was loaded") : NULL;
+    const char *secs = note ? strstr(note, "\nSeconds to a loss:") : NULL;
+    const char *eol1 = row1 ? strchr(row1 + 1, '\n') : NULL, *star1 = row1 ? strstr(row1, "%*") : NULL;
+    CHECK(row0 && eol1 && strstr(row0, "| 28.11% | 112.44%* |") == strstr(row0, "| 28.11% |") &&
+              strstr(row0, "| 28.11% |") < row1 && strstr(row1, "| 25.00% | 100.00% |") &&
+              strstr(row1, "| 25.00% | 100.00% |") < eol1 && (!star1 || star1 > eol1) && note && secs && row1 < note &&
+              note < secs && !strstr(note + 3, "\\* Above 100%"),
+          "report_mfu_over_100_flagged", "%.900s", row0 ? row0 : "(no row)");
     const char *para = md ? strstr(md, "\n\n") : NULL; /* the first paragraph follows the title */
     const char *end = para ? strstr(para + 2, "\n\n") : NULL;
     int in_para = para && end && strstr(para, "Mode: **matched global batch**") < end &&
@@ -472,6 +489,12 @@ static void test_report(void) {
     CHECK(csv && !strncmp(csv, "cell,checkpoint_activations,mesh,dp,tp,batch_size,global_batch,grad_accum,tok_s,", 80) &&
               strstr(csv, "\n8x1.ac=full,full,8x1,8,1,1,16,2,500.0,"),
           "summary_csv_grid", "%.200s", csv ? csv : "(none)");
+    /* nothing above 100%: no mark and no footnote */
+    json_object_set_new(sm0, "mfu_share", json_real(0.9));
+    rc = sweep_write_report_md(&c, 0, err, sizeof err);
+    md = slurp(check_path("report.md"));
+    CHECK(rc == 0 && md && strstr(md, "| 28.11% | 90.00% |") && !strstr(md, "%*") && !strstr(md, "Above 100%"),
+          "report_mfu_at_most_100_unflagged", "rc %d %.300s", rc, md ? md : "(none)");
     for (int i = 0; i < 4; i++) json_decref(res[i].record);
     check_rmtree(check_scratch);
     sweep_spec_free(&s);

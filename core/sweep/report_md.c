@@ -24,6 +24,24 @@ static void md_num(sweep_sbuf *b, double x, const char *fmt) {
     sweep_sb_printf(b, " | ");
 }
 
+/* An MFU in percent: one above 100.00% is no real utilisation (the host was loaded: see the footnote
+ * mfu_over_note writes under the table), so it carries a '*' and sets *over. */
+static void md_mfu(sweep_sbuf *b, double pct, int *over) {
+    if (isfinite(pct) && llround(pct * 100) > 10000) {
+        sweep_sb_printf(b, "%.2f%%* | ", pct);
+        *over = 1;
+    } else
+        md_num(b, pct, "%.2f%%");
+}
+
+static void mfu_over_note(sweep_sbuf *b) {
+    sweep_sb_printf(b, "\\* Above 100%%: not a real utilisation but a sign that the host was loaded while it ran. "
+                       "The peak it is divided by is train's one-core SGEMM rate, measured at start (or `--peak-tflops`), "
+                       "so other load on the host makes it low, and the core share counts each rank's cores/ranks of "
+                       "the host while ranks waiting in a collective yield their core to the others. Compare such "
+                       "meshes by tok/s.\n\n");
+}
+
 /* The first line of an error, with table-breaking characters replaced. */
 static void one_line(const char *in, char *out, size_t cap) {
     size_t k = 0;
@@ -254,6 +272,7 @@ static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
     if (isfinite(target)) sweep_sb_printf(b, "%.4f", target);
     else sweep_sb_printf(b, "n/a");
     sweep_sb_printf(b, " | status |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    int over = 0;
     for (int i = 0; i < c->n; i++) {
         const sweep_result *r = &c->res[i];
         char dpb[48];
@@ -261,8 +280,8 @@ static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
                         dp_cell(r->mesh, dpb, sizeof dpb), r->mesh->tp, r->batch_size, sweep_global_batch(r));
         md_num(b, sweep_record_num(r->record, "summary.tok_s"), "%.0f");
         md_num(b, sweep_record_num(r->record, "summary.tok_s_per_rank"), "%.0f");
-        md_num(b, 100 * sweep_record_num(r->record, "summary.mfu"), "%.2f%%");
-        md_num(b, 100 * sweep_mfu_share(r), "%.2f%%");
+        md_mfu(b, 100 * sweep_record_num(r->record, "summary.mfu"), &over);
+        md_mfu(b, 100 * sweep_mfu_share(r), &over);
         md_num(b, sweep_record_num(r->record, "memory.peak") / MiB, "%.1f");
         md_num(b, sweep_record_num(r->record, "summary.final_loss"), "%.4f");
         md_num(b, sweep_record_num(r->record, "summary.final_eval_loss"), "%.4f");
@@ -270,7 +289,9 @@ static void run_table(sweep_sbuf *b, const sweep_report_ctx *c, double target) {
         if (r->resumed) sweep_sb_printf(b, "%s (resumed from %s) |\n", r->status, c->stamp ? c->stamp : "?");
         else sweep_sb_printf(b, "%s |\n", r->status);
     }
-    sweep_sb_printf(b, "\nSeconds to a loss: the sum of the step times up to the first step whose training loss is at "
+    sweep_sb_printf(b, "\n");
+    if (over) mfu_over_note(b);
+    sweep_sb_printf(b, "Seconds to a loss: the sum of the step times up to the first step whose training loss is at "
                        "or below it (start-up and evaluation not counted).\n\n");
     int hsdp = 0;
     for (int i = 0; i < c->n; i++) hsdp |= c->res[i].mesh->rep > 1;
