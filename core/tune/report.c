@@ -199,7 +199,7 @@ static const char pareto_gp[] =
 static const char by_mesh_gp[] =
     "set terminal pngcairo size 1000,650 noenhanced\nset output '.by_mesh.png.tmp'\n"
     "set title 'best predicted tok/s of each mesh (dp x tp; HSDP replicate x shard x tp)'\nset xlabel 'mesh'\nset ylabel 'predicted tok/s'\n"
-    "set style fill solid 0.7\nset boxwidth 0.6\nset grid ytics\nset yrange [0:*]\nset xtics rotate by -20\n"
+    "set style fill solid 0.7\nset boxwidth 0.6\nset grid ytics\nset yrange [0:*]\nset xtics rotate by 90 right\n"
     "plot 'by_mesh.dat' using 0:2:xtic(1) with boxes lc rgb '#2e86c1' notitle, \\\n"
     "     '' using 0:(0):3 with labels rotate by 90 left offset 0,0.7 font ',9' notitle\n";
 
