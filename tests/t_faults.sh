@@ -20,10 +20,21 @@ done
 
 T=$(mktemp -d /tmp/t_faults.XXXXXX)
 MNT=""
+# after a FAIL line, the run logs and records of every sweep and launch are kept for the post-mortem in
+# $BUILD/test-logs/t_faults.kept/ (a failure under load may not come back when run again alone)
+keep_logs() {
+  [ -n "${MESHSWEEP_TEST_RESULTS:-}" ] && grep -q '^FAIL faults_' "$MESHSWEEP_TEST_RESULTS" 2>/dev/null || return 0
+  local K=$BUILD/test-logs/t_faults.kept; case $K in /*) ;; *) K=$(pwd)/$K;; esac
+  rm -rf "$K"; mkdir -p "$K" || return 0
+  (cd "$T" && find . -path ./mnt -prune -o -type f \( -name '*.log' -o -name '*.err' -o -name '*.json' -o -name '*.spec' \) -print0 \
+     | tar cf - --null -T - | tar xf - -C "$K") 2>/dev/null
+  echo "t_faults: the logs of this run are kept in $K"
+}
 cleanup() {
   # anything a failed check left behind: stopped ranks first get SIGCONT so SIGKILL is not queued
   for p in $(pgrep -f "$T/" 2>/dev/null); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
   [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
+  keep_logs
   rm -rf "$T"
 }
 trap cleanup EXIT
