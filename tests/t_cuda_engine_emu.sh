@@ -14,7 +14,8 @@
 # emulator's counters); a failing ncclGetUniqueId or ncclCommInitRank ends every rank with one line;
 # tests/test_comm_nccl_emu.cu checks comm_nccl.c's streams and event waits on their own, and its started
 # reduce-scatter against the blocking one; the ranks' NCCL issue order is compared through the emulated
-# NCCL's logs (MESHSWEEP_EMU_NCCL_LOG).
+# NCCL's logs (MESHSWEEP_EMU_NCCL_LOG); tests/emu/test_dw_accum.c sums the bf16 step's weight gradients
+# over 4 micro-batches against the fp32 CPU engine.
 source "$(dirname "$0")/lib.sh"
 # the emulator builds with g++ on its own, not with the sanitizer build: it runs in the plain suite only
 case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
@@ -251,3 +252,12 @@ ok = b["config"]["dtype"] == "bf16" and fb < 0.7 * fa and b["memory"]["planned"]
 print(f"ok   cuda_engine_emu_bf16_halves_activations  ({fb} vs {fa} bytes)" if ok else
       f"FAIL cuda_engine_emu_bf16_halves_activations: dtype {b['config']['dtype']}, {fb} vs {fa}, plan {b['memory']['planned']['peak']} vs {b['memory']['peak']}")
 PY
+# the bf16 step's weight gradients over 4 micro-batches (tests/emu/test_dw_accum.c): the fp32 sum within
+# its hand bound of the exact sum, a bf16 sum far outside it, both against the fp32 CPU run
+if mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -Wall -Wextra \
+     tests/emu/test_dw_accum.c "$O"/obj/*.o "$BUILD"/emu-obj/*.o -lopenblas -ljansson -lm -lstdc++ -lpthread \
+     -o "$O/test_dw_accum" 2>>"$log"; then
+  timeout 300 "$O/test_dw_accum" > "$T/dw.log" 2>&1 || true
+  cat "$T/dw.log"
+  grep -q '^ok   dw_accum_emu_against_cpu' "$T/dw.log" || fail dw_accum_emu "$(tail -3 "$T/dw.log" | tr '\n' ' ')"
+else fail dw_accum_emu_build "$(tail -3 "$log" | tr '\n' ' ')"; fi
