@@ -12,7 +12,10 @@
 # Losses must match the CPU backend; the plan must equal the measured peak on the device backend
 # too; after the first step a step makes no cudaMalloc, cudaFree or device synchronisation (the
 # emulator's counters); a failing ncclGetUniqueId or ncclCommInitRank ends every rank with one line;
-# tests/test_comm_nccl_emu.cu checks comm_nccl.c's streams and event waits on their own.
+# tests/test_comm_nccl_emu.cu checks comm_nccl.c's streams and event waits on their own, and its started
+# reduce-scatter against the blocking one; the ranks' NCCL issue order is compared through the emulated
+# NCCL's logs (MESHSWEEP_EMU_NCCL_LOG); tests/emu/test_dw_accum.c sums the bf16 step's weight gradients
+# over 4 micro-batches against the fp32 CPU engine.
 source "$(dirname "$0")/lib.sh"
 # the emulator builds with g++ on its own, not with the sanitizer build: it runs in the plain suite only
 case "$BUILD" in *san*) skip "$(basename "$0" .sh)" "runs in the plain suite (not a sanitizer build)"; exit 0;; esac
@@ -31,18 +34,19 @@ ok cuda_engine_emu_build
 NC=(-x c++ -std=c++20 -DMESHSWEEP_CUDA_EMU -DOMPI_SKIP_MPICXX -Wno-unknown-pragmas -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA
     -I. -Itests/emu/include)
 if mpicc "${NC[@]}" -Wall -Wextra -c tests/test_comm_nccl_emu.cu -o "$O/tcn.o" 2>>"$log" \
-   && mpicc "$O/tcn.o" "$O/obj/core_engine_comm_nccl.c.o" -lstdc++ -lpthread -o "$O/test_comm_nccl_emu" 2>>"$log"; then
+   && mpicc "$O/tcn.o" "$O/obj/core_engine_comm_nccl.c.o" "$BUILD"/emu-obj/*.o -lstdc++ -lpthread -lm \
+        -o "$O/test_comm_nccl_emu" 2>>"$log"; then
   MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/test_comm_nccl_emu" > "$O/tcn.log" 2>&1
   r=$?
   cat "$O/tcn.log"
   [ "$r" -eq 0 ] || fail comm_nccl_emu "exit $r (124: timed out: a TP collective waited behind a prefetch?): $(tail -2 "$O/tcn.log" | tr '\n' ' ')"
-  nccl_mut() { # NAME SED-EXPRESSION
+  nccl_mut() { # NAME SED-EXPRESSION [FIELD: wrong (the order scenario), rs_wrong (the reduce-scatter's)]
     sed "$2" core/engine/comm_nccl.c > "$O/mut_$1.c"
     if cmp -s core/engine/comm_nccl.c "$O/mut_$1.c"; then fail "comm_nccl_emu_sees_$1" "the planted bug no longer applies"; return; fi
-    mpicc "${NC[@]}" -c "$O/mut_$1.c" -o "$O/mut_$1.o" 2>>"$log" && mpicc "$O/tcn.o" "$O/mut_$1.o" -lstdc++ -lpthread \
-      -o "$O/tcn_$1" 2>>"$log" || { fail "comm_nccl_emu_sees_$1" "build: $(tail -2 "$log")"; return; }
+    mpicc "${NC[@]}" -c "$O/mut_$1.c" -o "$O/mut_$1.o" 2>>"$log" && mpicc "$O/tcn.o" "$O/mut_$1.o" "$BUILD"/emu-obj/*.o \
+      -lstdc++ -lpthread -lm -o "$O/tcn_$1" 2>>"$log" || { fail "comm_nccl_emu_sees_$1" "build: $(tail -2 "$log")"; return; }
     local n
-    n=$(MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/tcn_$1" --count-wrong 2>/dev/null | sed -n 's/^wrong //p')
+    n=$(MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/tcn_$1" --count-wrong 2>/dev/null | sed -n "s/^${3:-wrong} //p")
     if [ -n "$n" ] && [ "$n" -gt 0 ]; then ok "comm_nccl_emu_sees_$1  ($n of 16 runs wrong)"
     else fail "comm_nccl_emu_sees_$1" "with the wait removed every seeded run was right (${n:-no result})"; fi
   }
@@ -60,6 +64,22 @@ if mpicc "${NC[@]}" -Wall -Wextra -c tests/test_comm_nccl_emu.cu -o "$O/tcn.o" 2
   nccl_mut collective_not_waiting_for_compute 's/    CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ready, 0));//'
   nccl_mut compute_not_waiting_for_collective 's/    CUDA_CHECK(cudaStreamWaitEvent(0, f_, 0)); \\/    \\/'
   nccl_mut compute_not_waiting_for_prefetch 's/    CUDA_CHECK(cudaStreamWaitEvent(0, h->end, 0));//'
+  # the started reduce-scatter's input freed in the compute stream's order: a later allocation on the
+  # compute stream may be handed its memory while the collective still reads it
+  nccl_mut reduce_scatter_input_freed_on_compute_stream 's/    cuda_free_after(send, (void \*)g->stream);//' rs_wrong
+  # the issue order as the emulated NCCL logs it (MESHSWEEP_EMU_NCCL_LOG): the same on both ranks when they
+  # issue alike, different when rank 1 swaps its TP and DP collectives, or comparing the logs could not fail
+  ilog() { # NAME ARGS...: 0 when the two ranks' logs are the same and not empty
+    local name=$1; shift
+    rm -f "$O/ilog_$name".*
+    MESHSWEEP_EMU_NCCL_LOG="$O/ilog_$name" MESHSWEEP_EMU_DEVICES=2 timeout 120 "${MPIRUN[@]}" -np 2 "$O/test_comm_nccl_emu" \
+      "$@" > /dev/null 2>&1
+    [ -s "$O/ilog_$name.0" ] && cmp -s "$O/ilog_$name.0" "$O/ilog_$name.1"
+  }
+  if ilog same --count-wrong; then ok "comm_nccl_emu_issue_logs_equal  ($(wc -l < "$O/ilog_same.0") collectives a rank)"
+  else fail comm_nccl_emu_issue_logs_equal "the two ranks' logs differ or are empty: $(diff "$O/ilog_same.0" "$O/ilog_same.1" 2>&1 | head -3 | tr '\n' ' ')"; fi
+  if ! ilog swap --count-wrong --swap && [ -s "$O/ilog_swap.1" ]; then ok comm_nccl_emu_issue_logs_see_swapped_order
+  else fail comm_nccl_emu_issue_logs_see_swapped_order "rank 1 issued DP before TP, yet the logs are the same (or empty)"; fi
 else
   fail comm_nccl_emu_build "$(tail -5 "$log")"
 fi
@@ -129,7 +149,21 @@ run_nccl() { # NAME NP TP B SEED EXTRA...
 }
 run_nccl nccl_1x2 2 2 2 11
 run_nccl nccl_2x1 2 1 1 12
-run_nccl nccl_2x2 4 2 1 13
+# the gradient's reduce-scatter is started on NCCL (the compute stream goes on with the next unit) and blocking
+# over MPI staged through host memory, which sums the same two shards with the same MPI call: the records
+# must be equal bit for bit
+if MESHSWEEP_EMU_DEVICES=4 timeout 600 "${MPIRUN[@]}" -np 2 "$O/train" "${SMALL[@]}" --backend cuda --dtype fp32 --tp 1 \
+     --batch-size 1 --comm mpi --out "$T/mpi_2x1.json" > "$T/mpi_2x1.log" 2>&1; then
+  [ -s "$T/nccl_2x1.json" ] && /usr/bin/python3 tests/tools/compare.py runs cuda_engine_emu_nccl_2x1_equals_blocking_mpi \
+    "$T/mpi_2x1.json" "$T/nccl_2x1.json" 0 0
+else fail cuda_engine_emu_mpi_2x1 "run failed: $(tail -3 "$T/mpi_2x1.log" | tr '\n' ' ')"; fi
+# every rank of the 2x2 mesh issues its TP and DP collectives in one order (docs/gpu.md): the emulated
+# NCCL's issue logs of the 4 ranks are the same, both communicators and the started reduce-scatter in them
+MESHSWEEP_EMU_NCCL_LOG="$T/ilog" run_nccl nccl_2x2 4 2 1 13
+if [ -s "$T/ilog.0" ] && cmp -s "$T/ilog.0" "$T/ilog.1" && cmp -s "$T/ilog.0" "$T/ilog.2" && cmp -s "$T/ilog.0" "$T/ilog.3" \
+   && grep -q '^0 ' "$T/ilog.0" && grep -q '^1 ncclReduceScatter ' "$T/ilog.0"; then
+  ok "cuda_engine_emu_nccl_2x2_one_issue_order  ($(wc -l < "$T/ilog.0") collectives a rank, TP and DP)"
+else fail cuda_engine_emu_nccl_2x2_one_issue_order "the ranks' logs differ or lack a communicator: $(wc -l "$T"/ilog.* 2>&1 | tr '\n' ' ')"; fi
 # the same 2x2 mesh with every rank's device running one collective at a time in issue order
 # (tests/emu/nccl_emu.cuh): the engine issues its TP and DP collectives in one order on every rank,
 # so it finishes with the same losses (ranks in different orders would hang here)
@@ -218,3 +252,12 @@ ok = b["config"]["dtype"] == "bf16" and fb < 0.7 * fa and b["memory"]["planned"]
 print(f"ok   cuda_engine_emu_bf16_halves_activations  ({fb} vs {fa} bytes)" if ok else
       f"FAIL cuda_engine_emu_bf16_halves_activations: dtype {b['config']['dtype']}, {fb} vs {fa}, plan {b['memory']['planned']['peak']} vs {b['memory']['peak']}")
 PY
+# the bf16 step's weight gradients over 4 micro-batches (tests/emu/test_dw_accum.c): the fp32 sum within
+# its hand bound of the exact sum, a bf16 sum far outside it, both against the fp32 CPU run
+if mpicc -std=c11 -D_GNU_SOURCE -O2 -DMESHSWEEP_CUDA -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread -Wall -Wextra \
+     tests/emu/test_dw_accum.c "$O"/obj/*.o "$BUILD"/emu-obj/*.o -lopenblas -ljansson -lm -lstdc++ -lpthread \
+     -o "$O/test_dw_accum" 2>>"$log"; then
+  timeout 300 "$O/test_dw_accum" > "$T/dw.log" 2>&1 || true
+  cat "$T/dw.log"
+  grep -q '^ok   dw_accum_emu_against_cpu' "$T/dw.log" || fail dw_accum_emu "$(tail -3 "$T/dw.log" | tr '\n' ' ')"
+else fail dw_accum_emu_build "$(tail -3 "$log" | tr '\n' ' ')"; fi

@@ -22,10 +22,23 @@
  * only and must hang (the script's timeout is the expected outcome): what a GPU can do when ranks
  * issue two communicators' collectives in different orders (docs/gpu.md#gpu-backend). The prefetch
  * scenario is such a swap on purpose (it proves the streams are separate) and is not run serially.
+ * reduce-scatter: the started reduce-scatter of FSDP's gradient (comm_nccl_reduce_scatter_start) done as
+ * fsdp does it: the input filled on the compute stream, the collective started, the input freed at once
+ * through ops_cuda's pool, a buffer of its size allocated and overwritten on the compute stream (it may get
+ * the freed memory only once the collective has read it: cuda_free_after), then the wait; for each seed the
+ * result must equal, bit for bit, the blocking reduce-scatter's of the same input, and the emulator must
+ * report no freed memory in use. With --count-wrong a copy of comm_nccl.c without cuda_free_after must give
+ * wrong results or emulator errors for some seed.
+ * --swap without --serial issues rank 1's order scenario swapped and runs nothing else: with
+ * MESHSWEEP_EMU_NCCL_LOG the two ranks' issue logs must then differ (t_cuda_engine_emu checks that its
+ * comparison of logs can fail).
  * What it is not: a timing or priority model (the emulator gives the TP stream's priority no effect).
  */
 #include <cuda_runtime.h> /* the emulator (-Itests/emu/include) */
 #include "core/engine/comm_nccl.h"
+extern "C" {
+#include "kernels/kernels.h" /* ops_cuda: its pool's dev_alloc / dev_free, as the engine allocates */
+}
 #include "tests/check.h"
 
 #include <mpi.h>
@@ -84,6 +97,44 @@ static int order_case(uint64_t seed, int swap) {
     return ok;
 }
 
+static void rs_fill_kernel(float *b, float v) {
+    for (unsigned i = threadIdx.x; i < 2 * N; i += blockDim.x) b[i] = v + 0.37f * (float)i;
+}
+static void overwrite_kernel(float *b) {
+    for (unsigned i = threadIdx.x; i < 2 * N; i += blockDim.x) b[i] = -1e30f;
+}
+/* one interleaving of the reduce-scatter scenario (see the top): 1 when the started reduce-scatter equals
+ * the blocking one bit for bit and the emulator saw no misuse of freed memory */
+static int rs_case(uint64_t seed) {
+    emu_set_seed(seed * 1000 + 500 + (uint64_t)g_rank);
+    const uint64_t errors = emu_state.errors;
+    const float v = 0.1f * (float)(g_rank + 1);
+    float *ref = dev(N), *got = dev(N), *b0 = (float *)ops_cuda.dev_alloc(2 * N * sizeof(float));
+    ON_COMPUTE(rs_fill_kernel, b0, v);
+    comm_nccl_reduce_scatter(g_dp, ref, b0, N, 4);
+    ops_cuda.dev_free(b0);
+    float *b = (float *)ops_cuda.dev_alloc(2 * N * sizeof(float));
+    ON_COMPUTE(rs_fill_kernel, b, v);
+    void *ev = NULL;
+    comm_nccl_reduce_scatter_start(g_dp, got, b, N, 4, &ev);
+    ops_cuda.dev_free(b); /* at once, as fsdp_grad_end frees the unsharded gradient */
+    float *q = (float *)ops_cuda.dev_alloc(2 * N * sizeof(float));
+    ON_COMPUTE(overwrite_kernel, q);
+    comm_nccl_wait(ev);
+    float hr[N], hg[N];
+    cudaMemcpy(hg, got, sizeof hg, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hr, ref, sizeof hr, cudaMemcpyDeviceToHost);
+    ops_cuda.dev_free(q);
+    cudaDeviceSynchronize();
+    cudaFree(ref); cudaFree(got);
+    int ok = !memcmp(hr, hg, sizeof hr) && emu_state.errors == errors;
+    for (int j = 0; j < N; j++) { /* and the blocking one is the sum (two terms: one order) */
+        const float i = (float)(g_rank * N + j);
+        ok &= hr[j] == (0.1f + 0.37f * i) + (0.2f + 0.37f * i);
+    }
+    return ok;
+}
+
 /* the prefetch scenario: rank 0's TP all-reduce must not wait behind its own DP all-gather */
 static int prefetch_case(void) {
     float *x = dev(N), *z = dev(N), *w = dev(N), *y = dev(2 * N);
@@ -106,8 +157,12 @@ int main(int argc, char **argv) {
     int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const int count_wrong = argc > 1 && !strcmp(argv[1], "--count-wrong");
-    const int serial = argc > 1 && !strcmp(argv[1], "--serial"), swap = serial && argc > 2 && !strcmp(argv[2], "--swap");
+    int count_wrong = 0, serial = 0, swap = 0;
+    for (int i = 1; i < argc; i++) {
+        count_wrong |= !strcmp(argv[i], "--count-wrong");
+        serial |= !strcmp(argv[i], "--serial");
+        swap |= !strcmp(argv[i], "--swap");
+    }
     if (size != 2) {
         if (g_rank == 0) printf("FAIL comm_nccl_emu_ranks: needs 2 MPI ranks, got %d\n", size);
         MPI_Finalize();
@@ -123,15 +178,21 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 1;
     }
-    int wrong = 0;
+    if (count_wrong) emu_state.errors_fatal = false; /* a misuse of freed memory counts as a wrong run */
+    int wrong = 0, rs_wrong = 0;
     for (uint64_t s = 1; s <= SEEDS; s++) wrong += !order_case(s, swap);
+    if (!serial && !swap)
+        for (uint64_t s = 1; s <= SEEDS; s++) rs_wrong += !rs_case(s);
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (serial) {
+    MPI_Allreduce(MPI_IN_PLACE, &rs_wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (swap && !serial) {
+        /* only the issue logs matter here */
+    } else if (serial) {
         if (g_rank == 0)
             CHECK(wrong == 0, swap ? "comm_nccl_emu_serial_swapped_order_finished" : "comm_nccl_emu_serial_one_issue_order",
                   "one collective at a time: %d of %d (seed, rank) runs gave a wrong result", wrong, 2 * SEEDS);
     } else if (count_wrong) {
-        if (g_rank == 0) printf("wrong %d\n", wrong);
+        if (g_rank == 0) printf("wrong %d\nrs_wrong %d\n", wrong, rs_wrong);
     } else {
         int pre = prefetch_case(), both = 0;
         MPI_Allreduce(&pre, &both, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -140,6 +201,9 @@ int main(int argc, char **argv) {
                   "%d of %d (seed, rank) runs gave a wrong result", wrong, 2 * SEEDS);
             CHECK(both, "comm_nccl_emu_prefetch_does_not_delay_tp",
                   "a TP all-reduce behind an unfinished DP all-gather gave a wrong result");
+            CHECK(rs_wrong == 0, "comm_nccl_emu_started_reduce_scatter_equals_blocking",
+                  "%d of %d (seed, rank) runs differed from the blocking reduce-scatter or used freed memory", rs_wrong,
+                  2 * SEEDS);
         }
     }
     MPI_Comm_free(&tpc);

@@ -32,6 +32,8 @@ struct comm_impl {
     /* an in-place sum, started: likewise */
     void (*all_reduce_start)(comm_group *g, comm_req *r, void *buf, size_t n, dtype_t t);
     void (*reduce_scatter)(comm_group *g, void *recv, void *buf, size_t n, dtype_t t);
+    /* started, with buf freed by the caller at once (comm.h); NULL: reduce_scatter, blocking */
+    void (*reduce_scatter_start)(comm_group *g, comm_req *r, void *recv, void *buf, size_t n, dtype_t t);
     void (*broadcast)(comm_group *g, float *buf, size_t n, int root);
     void (*wait)(comm_req *r);
 };
@@ -261,7 +263,7 @@ static void null_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, 
 static void null_broadcast(comm_group *g, float *buf, size_t n, int root) { (void)g; (void)buf; (void)n; (void)root; }
 static void null_wait(comm_req *r) { (void)r; }
 static const comm_impl impl_null = {"null", null_all_reduce, null_all_gather, null_all_gather_start,
-                                    null_all_reduce_start, null_reduce_scatter, null_broadcast, null_wait};
+                                    null_all_reduce_start, null_reduce_scatter, NULL, null_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ self: one rank, local copies */
 static void self_all_gather(comm_group *g, void *recv, const void *send, size_t n, dtype_t t) {
@@ -275,7 +277,7 @@ static void self_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, 
     dcopy(g, recv, buf, n * (size_t)t);
 }
 static const comm_impl impl_self = {"self", null_all_reduce, self_all_gather, self_all_gather_start,
-                                    null_all_reduce_start, self_reduce_scatter, null_broadcast, null_wait};
+                                    null_all_reduce_start, self_reduce_scatter, NULL, null_broadcast, null_wait};
 
 /* ------------------------------------------------------------------ MPI on host buffers */
 static void mpi_all_reduce(comm_group *g, void *buf, size_t n, dtype_t t, int is_max) {
@@ -342,7 +344,7 @@ static void mpi_broadcast(comm_group *g, float *buf, size_t n, int root) {
     count(g, COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
 }
 static const comm_impl impl_mpi = {"mpi", mpi_all_reduce, mpi_all_gather, mpi_all_gather_start,
-                                   mpi_all_reduce_start, mpi_reduce_scatter, mpi_broadcast, mpi_wait};
+                                   mpi_all_reduce_start, mpi_reduce_scatter, NULL, mpi_broadcast, mpi_wait};
 
 /* ------------------------------------------------------------------ MPI staged through host memory
  * Device buffers without NCCL (ranks sharing a GPU): to_host, MPI, from_host. A started all-gather
@@ -399,7 +401,8 @@ static void staged_broadcast(comm_group *g, float *buf, size_t n, int root) {
     count(g, COMM_BROADCAST, n * sizeof(float), comm_now_ms() - t0);
 }
 static const comm_impl impl_staged = {"mpi-staged", staged_all_reduce, staged_all_gather, staged_all_gather_start,
-                                      staged_all_reduce_start, staged_reduce_scatter, staged_broadcast, null_wait};
+                                      staged_all_reduce_start, staged_reduce_scatter, NULL, staged_broadcast,
+                                      null_wait};
 
 /* ------------------------------------------------------------------ NCCL (comm_nccl.c)
  * Enqueueing is not communicating: calls count 0 ms of host time here, their event times are added
@@ -424,6 +427,10 @@ static void nccl_reduce_scatter(comm_group *g, void *recv, void *buf, size_t n, 
     comm_nccl_reduce_scatter(g->nccl, recv, buf, n, (int)t);
     count(g, COMM_REDUCE_SCATTER, n * g->size * (size_t)t, 0.0);
 }
+static void nccl_reduce_scatter_start(comm_group *g, comm_req *r, void *recv, void *buf, size_t n, dtype_t t) {
+    comm_nccl_reduce_scatter_start(g->nccl, recv, buf, n, (int)t, &r->event);
+    r->active = 1;
+}
 static void nccl_broadcast(comm_group *g, float *buf, size_t n, int root) {
     comm_nccl_broadcast(g->nccl, buf, n, root);
     count(g, COMM_BROADCAST, n * sizeof(float), 0.0);
@@ -433,7 +440,8 @@ static void nccl_wait(comm_req *r) {
     count(r->g, r->kind, r->bytes, 0.0);
 }
 static const comm_impl impl_nccl = {"nccl", nccl_all_reduce, nccl_all_gather, nccl_all_gather_start,
-                                    nccl_all_reduce_start, nccl_reduce_scatter, nccl_broadcast, nccl_wait};
+                                    nccl_all_reduce_start, nccl_reduce_scatter, nccl_reduce_scatter_start, nccl_broadcast,
+                                    nccl_wait};
 
 /* ------------------------------------------------------------------ the calls */
 static void trace_id(const comm_group *g, comm_kind k, size_t bytes, comm_phase ph, int host, uint64_t id) {
@@ -515,6 +523,17 @@ void comm_all_reduce_sum_start(comm_group *g, comm_req *r, float *buf, size_t n)
 }
 void comm_all_gather_start(comm_group *g, comm_req *r, float *recv, const float *send, size_t n) {
     comm_all_gather_start_t(g, r, recv, send, n, DTYPE_F32);
+}
+/* only NCCL starts it (comm.h); elsewhere it is the blocking call, traced as such, so a plan's trace (null
+ * groups) and the cost model's replay of it see the reduce-scatter where they always did */
+void comm_reduce_scatter_start(comm_group *g, comm_req *r, float *recv, float *buf, size_t n) {
+    if (!g->impl->reduce_scatter_start) {
+        memset(r, 0, sizeof *r);
+        comm_reduce_scatter(g, recv, buf, n);
+        return;
+    }
+    req_begin(g, r, COMM_REDUCE_SCATTER, n * g->size * sizeof(float));
+    g->impl->reduce_scatter_start(g, r, recv, buf, n, DTYPE_F32);
 }
 
 void comm_wait(comm_req *r) {

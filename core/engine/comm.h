@@ -135,6 +135,14 @@ void comm_all_gather_start_t(comm_group *g, comm_req *r, void *recv, const void 
  * until comm_wait(r), which completes it (and counts its time). Like every collective, the ranks of g
  * start theirs in the same order. */
 void comm_all_reduce_sum_start(comm_group *g, comm_req *r, float *buf, size_t n);
+/* non-blocking reduce-scatter (FSDP's gradient at dp > 1): buf[size*n] summed over the group, this rank's part
+ * into recv[n]. NCCL starts it on the group's stream and returns at once: recv is not read until comm_wait(r)
+ * (which orders the compute stream after it), and buf is freed by the caller right after this call (mem_free):
+ * its device memory goes back to the pool in the collective's stream order, so the engine's allocations see
+ * it free at the same point as after a blocking call (the memory plan is unchanged) while no later kernel
+ * can reuse it before the collective has read it. The other implementations complete it here and trace it
+ * as blocking (r is zeroed: comm_wait is a no-op). */
+void comm_reduce_scatter_start(comm_group *g, comm_req *r, float *recv, float *buf, size_t n);
 /* completes a started collective; a request never started, or already waited for (zeroed), is a no-op */
 void comm_wait(comm_req *r);
 

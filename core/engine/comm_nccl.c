@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>   /* in emulator builds: the tests' host emulator (-Itests/emu/include) */
 #include <nccl.h>
 #include <mpi.h>
+#include "kernels/cuda/cuda_backend.h"   /* cuda_free_after */
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,6 +229,15 @@ void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, i
     nccl_group *g = (nccl_group *)c;
     BLOCKING(g, COMM_REDUCE_SCATTER, ncclReduceScatter(send, recv, n, dtype(esz), ncclSum, g->comm, g->stream));
 }
+/* the compute stream goes on: it waits for the end only where the owned gradient is read (comm_nccl_wait),
+ * and the unsharded gradient it reads is freed at once into this stream's order, after the collective */
+void comm_nccl_reduce_scatter_start(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
+    nccl_group *g = (nccl_group *)c;
+    enter(g);
+    NCCL_CHECK(ncclReduceScatter(send, recv, n, dtype(esz), ncclSum, g->comm, g->stream));
+    cuda_free_after(send, (void *)g->stream);
+    *event = start_end(g, COMM_REDUCE_SCATTER);
+}
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root) {
     nccl_group *g = (nccl_group *)c;
     BLOCKING(g, COMM_BROADCAST, ncclBroadcast(buf, buf, n, ncclFloat32, root, g->comm, g->stream));
@@ -249,6 +259,9 @@ void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int e
 }
 void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz) {
     (void)c; (void)recv; (void)send; (void)n; (void)esz;
+}
+void comm_nccl_reduce_scatter_start(void *c, void *recv, const void *send, size_t n, int esz, void **event) {
+    (void)c; (void)recv; (void)send; (void)n; (void)esz; (void)event;
 }
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root) { (void)c; (void)buf; (void)n; (void)root; }
 void comm_nccl_wait(void *event) { (void)event; }

@@ -29,6 +29,9 @@ void comm_nccl_all_reduce(void *c, void *buf, size_t n, int is_max, int esz);
 void comm_nccl_all_reduce_start(void *c, void *buf, size_t n, int esz, void **event);
 void comm_nccl_all_gather(void *c, void *recv, const void *send, size_t n, int esz, void **event);
 void comm_nccl_reduce_scatter(void *c, void *recv, const void *send, size_t n, int esz);
+/* started (FSDP's gradient): *event for comm_nccl_wait; send's next free returns it to the device pool in this
+ * group's stream order (cuda_free_after, kernels/cuda/cuda_backend.h): the caller frees it right after */
+void comm_nccl_reduce_scatter_start(void *c, void *recv, const void *send, size_t n, int esz, void **event);
 void comm_nccl_broadcast(void *c, float *buf, size_t n, int root);
 void comm_nccl_wait(void *event);
 /* add the collectives' times measured with events since the last call to ms[COMM_NKIND]

@@ -128,7 +128,8 @@ static void drop_replicated(fsdp_t *f, const fsdp_unit *u, float *buf, int64_t l
 void fsdp_grad_begin(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     int first = f->micro == 0;
-    comm_wait(&u->rreq);   /* a backward since the last one without a step: its replica sum is done first */
+    comm_wait(&u->sreq);   /* a backward since the last one without a step: its reduce-scatter and */
+    comm_wait(&u->rreq);   /* replica sum are done first */
     if (f->dp->size == 1) {
         u->full_g = u->g;
         /* the first micro-batch: the fused AdamW zeroed it, unless a backward ran since without a step */
@@ -156,19 +157,25 @@ void fsdp_grad_begin(fsdp_t *f, int i) {
  * reduce-scatter over the shard group; the shard group's collectives (next units' gathers and
  * reduce-scatters) go on in their own order meanwhile, on another communicator. */
 static void replica_reduce(fsdp_t *f, fsdp_unit *u) {
-    if (f->rep && f->rep->size > 1 && accum_last(f)) comm_all_reduce_sum_start(f->rep, &u->rreq, u->g, (size_t)u->shard);
+    if (!(f->rep && f->rep->size > 1 && accum_last(f))) return;
+    comm_wait(&u->sreq);   /* the shard group's sum first (on NCCL: the compute stream waits for it here) */
+    comm_all_reduce_sum_start(f->rep, &u->rreq, u->g, (size_t)u->shard);
 }
 
-/* every unit's started replica sum, in the units' order (requests are independent: any order completes them) */
+/* every unit's started reduce-scatter and replica sum, in the units' order (requests are independent: any
+ * order completes them) */
 void fsdp_grad_wait(fsdp_t *f) {
-    for (int i = 0; i < f->n; i++) comm_wait(&f->u[i].rreq);
+    for (int i = 0; i < f->n; i++) { comm_wait(&f->u[i].sreq); comm_wait(&f->u[i].rreq); }
 }
 
 void fsdp_grad_end(fsdp_t *f, int i) {
     fsdp_unit *u = &f->u[i];
     if (f->dp->size == 1) { u->full_g = NULL; replica_reduce(f, u); return; }
     if (f->reduce_last && !accum_last(f)) return; /* accumulates on in full_g */
-    comm_reduce_scatter(f->dp, u->g, u->full_g, (size_t)u->shard);
+    /* started on NCCL: the next unit's backward overlaps it, as the gathers' prefetch overlaps compute.
+     * full_g is freed at once, at the same point as after a blocking call (the memory plan is the same);
+     * its device memory returns to the pool in the collective's stream order (comm.h) */
+    comm_reduce_scatter_start(f->dp, &u->sreq, u->g, u->full_g, (size_t)u->shard);
     mem_free(&f->E->mem, u->full_g);
     u->full_g = NULL;
     replica_reduce(f, u);

@@ -39,6 +39,7 @@ typedef struct fsdp_unit {
                              * persistent compute copy (MEM_GATHERED, written by the fused AdamW) in bf16 */
     float *full_g;          /* unsharded gradient [padded] during backward (== g when dp == 1) */
     comm_req req;           /* the prefetch all-gather */
+    comm_req sreq;          /* the started reduce-scatter into g (NCCL; zeroed when none is in flight) */
     comm_req rreq;          /* HSDP: the started replica all-reduce of g (zeroed when none is in flight) */
     int state;              /* 0 released, 1 gathering, 2 gathered (always at dp = 1) */
     int g_zero;             /* dp = 1: g is known to be zero (allocation, or the fused AdamW zeroed it) */
@@ -91,10 +92,12 @@ void fsdp_release(fsdp_t *f, int i);
 /* the micro-batch `micro` of nmicro begins: the next grad_begin/grad_end of each unit accumulate */
 void fsdp_accum_begin(fsdp_t *f, int micro, int nmicro);
 /* begin / end unit i's backward: zeroed unsharded gradient (from the second micro-batch on: the sum so
- * far, see fsdp_t); then reduce-scatter into the owned slice (reduce_last: after the last micro-batch) */
+ * far, see fsdp_t); then reduce-scatter into the owned slice (reduce_last: after the last micro-batch),
+ * started on NCCL (the compute stream goes on with the next unit; the owned slice's readers wait for it:
+ * the unit's next grad_begin, its replica all-reduce, fsdp_grad_wait), blocking elsewhere */
 void fsdp_grad_begin(fsdp_t *f, int i);
 void fsdp_grad_end(fsdp_t *f, int i);
-/* HSDP: complete every unit's started replica all-reduce (a no-op for units with none in flight). Every
+/* complete every unit's started reduce-scatter and (HSDP) replica all-reduce (a no-op for units with none in flight). Every
  * rank calls it at the same point (optim_step, before the gradient norm); the gradient's readers here
  * (fsdp_grad_sumsq, fsdp_adamw, the next fsdp_grad_begin of a unit) call it too. */
 void fsdp_grad_wait(fsdp_t *f);

@@ -48,6 +48,12 @@ double cuda_peak_bw_gbs(const char *name);
 /* Bytes the stream-ordered pool behind ops_cuda.dev_alloc reserves on the device now, and its
  * high-water mark (0, 0 before the first allocation, or when the pool is not used). */
 void cuda_pool_reserved(uint64_t *now_b, uint64_t *high_b);
+/* The next ops_cuda.dev_free of p returns it to the pool in the order of `stream` (a cudaStream_t) instead of
+ * the compute stream: for a buffer that work queued on that stream (a started collective) still reads when
+ * the engine frees it, so the engine frees it at the same point in its program (its tracked bytes and plan
+ * unchanged) and no later kernel on the compute stream is handed the memory before that work is done. The
+ * caller frees p next (an entry left behind would apply to the next buffer at that address). */
+void cuda_free_after(const void *p, void *stream);
 
 /* ---- bf16 path (bf16 storage as uint16_t bit patterns, fp32 accumulation in cuBLAS) ---- */
 /* dst[i] = bf16(src[i]) rounded to nearest even; and back. Device pointers. */

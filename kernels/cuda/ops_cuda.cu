@@ -558,7 +558,8 @@ static void cu_from_host(void *dst, const void *host_src, size_t bytes) {
  * freed block is reused by the next allocation in stream order, so a step makes no cudaMalloc,
  * cudaFree or device synchronisation once the pool holds its peak (the release threshold keeps
  * the memory in the pool across synchronisations). Memory the NCCL stream uses is ordered by the
- * events of core/engine/comm_nccl.c: the legacy stream has waited for every collective before it frees.
+ * events of core/engine/comm_nccl.c: the legacy stream has waited for every collective before it frees,
+ * except the input of a started reduce-scatter, which is freed in the NCCL stream's order (cuda_free_after).
  * MESHSWEEP_CUDA_POOL=0 uses cudaMalloc/cudaFree instead (for comparisons), as does a device
  * without memory pools. core/engine/mem still tracks what the engine asked for; the pool's reserved
  * bytes are reported by cuda_pool_reserved(). */
@@ -603,9 +604,24 @@ static void *cu_dev_alloc(size_t bytes) {
     return NULL;
 }
 
+/* buffers to free in another stream's order (cuda_free_after): at most one is pending in the engine (the
+ * reduce-scatter's input between its start and its free); a full table waits for the stream instead */
+#define FREE_AFTER_MAX 8
+static struct { const void *p; cudaStream_t s; } g_free_after[FREE_AFTER_MAX];
+static int g_nfree_after;
+extern "C" void cuda_free_after(const void *p, void *stream) {
+    if (g_nfree_after == FREE_AFTER_MAX) { cudaCheck(cudaStreamSynchronize((cudaStream_t)stream)); return; }
+    g_free_after[g_nfree_after].p = p;
+    g_free_after[g_nfree_after++].s = (cudaStream_t)stream;
+}
+
+/* cudaFree waits for the whole device: no stream order to keep there */
 static void cu_dev_free(void *p) {
     if (!p) return;
-    if (g_pool_state > 0) cudaCheck(cudaFreeAsync(p, 0));
+    cudaStream_t s = 0;
+    for (int i = 0; i < g_nfree_after; i++)
+        if (g_free_after[i].p == p) { s = g_free_after[i].s; g_free_after[i] = g_free_after[--g_nfree_after]; break; }
+    if (g_pool_state > 0) cudaCheck(cudaFreeAsync(p, s));
     else cudaCheck(cudaFree(p));
 }
 

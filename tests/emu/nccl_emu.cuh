@@ -18,6 +18,10 @@
  * of NCCL kernels that cannot run side by side on one GPU: too few SMs, or one waiting for the
  * previous one to finish). Ranks that issue the collectives of two shared communicators in different
  * orders then deadlock, as they can on GPUs; ranks that keep one order do not (docs/gpu.md).
+ * The issue order itself: MESHSWEEP_EMU_NCCL_LOG=PREFIX makes each rank write PREFIX.<world rank>, one line
+ * per collective as its host issues it, over all its communicators: "<communicator> <call> <count> <type>",
+ * the communicator numbered in this rank's creation order (0, 1, ...); ranks that keep one issue order
+ * write the same file whatever their place in the mesh (t_cuda_engine_emu compares them).
  * Faults for tests: MESHSWEEP_EMU_NCCL_FAIL=unique_id makes ncclGetUniqueId fail;
  * MESHSWEEP_EMU_NCCL_FAIL=init:R makes ncclCommInitRank fail on world rank R.
  * What it is not: NCCL's algorithms, its bandwidth, or NCCL's restriction to one GPU per rank;
@@ -45,7 +49,9 @@ struct emu_nccl_comm {
     int rank, size;
     bool aborted;
     uint64_t pending; /* queued collectives not yet complete */
+    int index;        /* this rank's creation order of its communicators */
 };
+inline int emu_nccl_ncomms = 0;
 typedef emu_nccl_comm *ncclComm_t;
 
 inline const char *ncclGetErrorString(ncclResult_t r) {
@@ -107,7 +113,7 @@ inline ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId i
         MPI_Comm_free(&c);
         return ncclSystemError;
     }
-    *out = new emu_nccl_comm{c, rank, nranks, false, 0};
+    *out = new emu_nccl_comm{c, rank, nranks, false, 0, emu_nccl_ncomms++};
     return ncclSuccess;
 }
 inline ncclResult_t ncclCommCount(const ncclComm_t c, int *n) { *n = c->size; return ncclSuccess; }
@@ -211,6 +217,26 @@ inline bool emu_nccl_one_at_a_time() {
     }
     return s == 1;
 }
+/* MESHSWEEP_EMU_NCCL_LOG: this rank's issue order (header comment); written line by line, so a run that
+ * hangs or aborts still leaves what it issued */
+inline void emu_nccl_log(const ncclComm_t c, const char *what, size_t n, ncclDataType_t t) {
+    static FILE *f = nullptr;
+    static int state = 0; /* 0 not decided, 1 logging, -1 not */
+    if (state == 0) {
+        const char *e = getenv("MESHSWEEP_EMU_NCCL_LOG");
+        state = -1;
+        if (e && *e) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s.%d", e, emu_world_rank());
+            f = fopen(path, "w");
+            if (!f) emu_error("MESHSWEEP_EMU_NCCL_LOG: cannot write %s", path);
+            else state = 1;
+        }
+    }
+    if (state != 1) return;
+    fprintf(f, "%d %s %zu %d\n", c->index, what, n, (int)t);
+    fflush(f);
+}
 template <typename Start, typename Finish>
 inline ncclResult_t emu_nccl_enqueue(ncclComm_t c, cudaStream_t st, const char *what, std::vector<uint64_t> refs,
                                      Start start, Finish finish) {
@@ -254,6 +280,7 @@ inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDa
     size_t esz;
     if (!c || !emu_nccl_type(t, &mt, &esz) || !emu_nccl_op(op, t, &mo) || !emu_nccl_count_ok(n, 1))
         return ncclInvalidArgument;
+    emu_nccl_log(c, "ncclAllReduce", n, t);
     return emu_nccl_enqueue(c, st, "ncclAllReduce", emu_nccl_refs(send, recv, "ncclAllReduce"),
         [=](ncclComm_t cc, emu_nccl_op_state &s) {
             MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)n, mt, mo, cc->c, &s.req);
@@ -267,6 +294,7 @@ inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t n, ncclDa
     if (!c || !emu_nccl_type(t, &mt, &esz) || !emu_nccl_count_ok(n, c->size)) return ncclInvalidArgument;
     const bool in_place = (const char *)send == (const char *)recv + (size_t)c->rank * n * esz;
     if (!in_place) emu_check_overlap(recv, send, n * esz); /* partial overlap is undefined */
+    emu_nccl_log(c, "ncclAllGather", n, t);
     return emu_nccl_enqueue(c, st, "ncclAllGather", emu_nccl_refs(send, recv, "ncclAllGather"),
         [=](ncclComm_t cc, emu_nccl_op_state &s) {
             MPI_Iallgather(in_place ? MPI_IN_PLACE : send, (int)n, mt, recv, (int)n, mt, cc->c, &s.req);
@@ -280,6 +308,7 @@ inline ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t n, nc
     size_t esz;
     if (!c || !emu_nccl_type(t, &mt, &esz) || !emu_nccl_op(op, t, &mo) || !emu_nccl_count_ok(n, c->size))
         return ncclInvalidArgument;
+    emu_nccl_log(c, "ncclReduceScatter", n, t);
     return emu_nccl_enqueue(c, st, "ncclReduceScatter", emu_nccl_refs(send, recv, "ncclReduceScatter"),
         [=](ncclComm_t cc, emu_nccl_op_state &s) {
             s.tmp.resize(n * esz); /* MPI forbids aliasing send and recv; NCCL allows the in-place form */
@@ -292,6 +321,7 @@ inline ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, ncclDa
     size_t esz;
     if (!c || !emu_nccl_type(t, &mt, &esz) || root < 0 || root >= c->size || !emu_nccl_count_ok(n, 1))
         return ncclInvalidArgument;
+    emu_nccl_log(c, "ncclBroadcast", n, t);
     return emu_nccl_enqueue(c, st, "ncclBroadcast",
         emu_nccl_refs(c->rank == root ? send : nullptr, recv, "ncclBroadcast"),
         [=](ncclComm_t cc, emu_nccl_op_state &s) {
