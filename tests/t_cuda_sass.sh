@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tests/t_cuda_sass.sh — the tensor-core attention kernels compile to the instructions they are written
 # for, read from the nvcc-built kernels/cuda/attention_fwd.o and attention_bwd.o with cuobjdump:
-#   - in the sm_90 SASS of each of forward, dq and dk/dv at head dims 64 and 128: HMMA (mma.sync),
-#     LDGSTS (cp.async tile loads), LDSM (ldmatrix) and LDSM .MT88 (ldmatrix .trans, the transposed
-#     operands: V in forward, K in dq, dO and Q in dk/dv), MUFU.EX2 (ex2.approx);
+#   - in the sm_90 SASS of each of forward, dq, dk/dv and dk/dv with the folded dq (--deterministic off)
+#     at head dims 64 and 128: HMMA (mma.sync), LDGSTS (cp.async tile loads), LDSM (ldmatrix) and LDSM
+#     .MT88 (ldmatrix .trans, the transposed operands: V in forward, K in dq, dO and Q in dk/dv, K in
+#     the folded dq), MUFU.EX2 (ex2.approx); fp32 reductions to global memory (RED.ADD.F32, atomicAdd)
+#     in the folded dk/dv kernel and none in the deterministic kernels;
 #   - no local memory in any function of either object, sm_80 and sm_90 (cuobjdump -res-usage:
 #     STACK:0 and LOCAL:0, i.e. no register spills), with the registers each kernel uses printed.
 #   - 16-byte global loads or stores (LDG/STG.E.128) in the step's element-wise bf16 kernels (add,
@@ -30,19 +32,30 @@ for o in $objs; do
 done
 # count of instructions matching pattern $2 in the SASS of the function whose name contains $1
 count() { awk -v f="$1" -v p="$2" '/Function :/ { on = index($0, f) > 0 } on && $0 ~ p { c++ } END { print c + 0 }' "$sass"; }
-for k in attention_forward_tc_kernel attention_backward_dq_tc_kernel attention_backward_dkv_tc_kernel; do
+# kernel name, template arguments after the head dim (the dk/dv kernel's DQ: false, true), test name
+for kt in attention_forward_tc_kernel::attention_forward_tc_kernel \
+          attention_backward_dq_tc_kernel::attention_backward_dq_tc_kernel \
+          attention_backward_dkv_tc_kernel:Lb0E:attention_backward_dkv_tc_kernel \
+          attention_backward_dkv_tc_kernel:Lb1E:attention_backward_dkv_fold_dq_tc_kernel; do
+  IFS=: read -r k targ tn <<< "$kt"
   for hd in 64 128; do
-    f="${k}ILi${hd}E"
-    line="# $k<$hd>:"
-    for ins in HMMA LDGSTS LDSM LDSM_T EX2; do
+    f="${k}ILi${hd}E$targ"
+    line="# $tn<$hd>:"
+    for ins in HMMA LDGSTS LDSM LDSM_T EX2 RED; do
       case $ins in
         HMMA) p='HMMA'; what='mma.sync';; LDGSTS) p='LDGSTS'; what='cp.async';; LDSM) p='LDSM\.16\.M88'; what='ldmatrix';;
         LDSM_T) p='LDSM\.16\.MT88'; what='ldmatrix .trans';; EX2) p='MUFU\.EX2'; what='ex2.approx';;
+        RED) p='(RED|ATOM)G?\.E\.ADD\.F32'; what='atomicAdd of fp32';;
       esac
       n=$(count "$f" "$p")
       line="$line $n $ins"
-      if [ "$n" -gt 0 ]; then ok "cuda_sass_$(echo "$ins" | tr 'A-Z' 'a-z')_${k}_hd$hd"
-      else fail "cuda_sass_$(echo "$ins" | tr 'A-Z' 'a-z')_${k}_hd$hd" "no $p ($what) in the sm_90 SASS of $k<$hd>"; rc=1; fi
+      name="cuda_sass_$(echo "$ins" | tr 'A-Z' 'a-z')_${tn}_hd$hd"
+      # only the folded dq sums by atomics: the deterministic kernels must have none
+      if [ "$ins" = RED ] && [ "$targ" != Lb1E ]; then
+        if [ "$n" -eq 0 ]; then ok "cuda_sass_no_atomics_${tn}_hd$hd"
+        else fail "cuda_sass_no_atomics_${tn}_hd$hd" "$n fp32 atomics in the deterministic $k<$hd>"; rc=1; fi
+      elif [ "$n" -gt 0 ]; then ok "$name"
+      else fail "$name" "no $p ($what) in the sm_90 SASS of $tn<$hd>"; rc=1; fi
     done
     echo "$line"
   done

@@ -141,12 +141,14 @@ template <typename K> static void allow_smem(K kernel, size_t bytes) {
 template <int HD>
 void attention_tc_forward(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T, int H,
                           int KV);
-/* ws: attention_flash_ws_floats(B, T, H, KV, HD) floats of device memory; returns the number of
- * tensor-core (mma) kernels launched */
+/* ws: attention_flash_ws_floats(B, T, H, KV, HD) floats of device memory, attention_flash_fold_ws_floats
+ * with fold_dq (dq summed by fp32 atomics in the dk/dv pass when all three gradients are wanted: one
+ * mma pass instead of two, in a run-dependent order); returns the number of tensor-core (mma)
+ * kernels launched */
 template <int HD>
 int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16s *dout, const bf16s *out,
                           const float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T, int H,
-                          int KV);
+                          int KV, bool fold_dq);
 /* attention_scalar.cu: the scalar kernels (fp32, and bf16 at other head dims) */
 template <typename S>
 void attention_scalar_forward(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,
