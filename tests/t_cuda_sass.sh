@@ -5,7 +5,8 @@
 #     at head dims 64 and 128: HMMA (mma.sync), LDGSTS (cp.async tile loads), LDSM (ldmatrix) and LDSM
 #     .MT88 (ldmatrix .trans, the transposed operands: V in forward, K in dq, dO and Q in dk/dv, K in
 #     the folded dq), MUFU.EX2 (ex2.approx); fp32 reductions to global memory (RED.ADD.F32, atomicAdd)
-#     in the folded dk/dv kernel and none in the deterministic kernels;
+#     in the folded dk/dv kernel and none in the deterministic kernels; in the main loop of dk/dv at hd 64
+#     only the plain ldmatrix of Q and dO (K and V stay in registers), at 128 those of K and V too;
 #   - no local memory in any function of either object, sm_80 and sm_90 (cuobjdump -res-usage:
 #     STACK:0 and LOCAL:0, i.e. no register spills), with the registers each kernel uses printed.
 #   - 16-byte global loads or stores (LDG/STG.E.128) in the step's element-wise bf16 kernels (add,
@@ -59,6 +60,31 @@ for kt in attention_forward_tc_kernel::attention_forward_tc_kernel \
     done
     echo "$line"
   done
+done
+# K and V fragments in registers (dk/dv at hd 64): the kernel's main loop (its longest backward branch)
+# reads only Q and dO from shared memory by plain ldmatrix: 4 k-steps x 4 pairs of query n-tiles x 2 = 32
+# LDSM.M88 per query tile and warp, where reading K and V there too made it 40. At hd 128 they stay in
+# shared memory (in registers the kernel would spill): 8 x 2 x 2 + 2 x 8 = 48.
+loop_ldsm() { # FUNCTION-NAME-PART: LDSM.M88 inside the largest span of a backward branch
+  /usr/bin/python3 - "$sass" "$1" <<'PY'
+import re, sys
+ins, on = [], False
+for line in open(sys.argv[1]):
+    if "Function :" in line: on = sys.argv[2] in line; continue
+    m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?);", line)
+    if on and m: ins.append((int(m.group(1), 16), m.group(2)))
+loops = [(int(m.group(1), 16), a) for a, t in ins for m in [re.search(r"BRA\s+(0x[0-9a-f]+)", t)] if m and int(m.group(1), 16) < a]
+if not loops: print(-1); sys.exit()
+s, e = max(loops, key=lambda x: x[1] - x[0])
+print(sum(1 for a, t in ins if s <= a <= e and re.search(r"LDSM\.16\.M88", t)))
+PY
+}
+for hd in 64 128; do
+  want=$([ "$hd" = 64 ] && echo 32 || echo 48)
+  n=$(loop_ldsm "attention_backward_dkv_tc_kernelILi${hd}ELb0E")
+  echo "# attention_backward_dkv_tc_kernel<$hd>: $n LDSM.M88 in the main loop (want $want)"
+  if [ "$n" = "$want" ]; then ok "cuda_sass_dkv_loop_ldsm_hd$hd"
+  else fail "cuda_sass_dkv_loop_ldsm_hd$hd" "$n plain ldmatrix in the main loop of dk/dv<$hd>, want $want"; rc=1; fi
 done
 # the element-wise bf16 kernels of the step take 16-byte accesses (8 bf16, or 4 fp32, at a time)
 ew=$(mktemp); trap 'rm -f "$sass" "$res" "$ew"' EXIT

@@ -18,7 +18,11 @@
  *           stages, S and dP recomputed, dQ += scale · dS·K (K by ldmatrix .trans).
  * dQ has its own pass instead of FlashAttention-2's atomics: every output element is written by
  * one thread, in a fixed order, so results are deterministic (the price: S and dP are computed
- * twice, 7 tile products instead of 5). Scores are s = scale · Σ_d q_d·k_d summed by the mma in
+ * twice, 7 tile products instead of 5). With the deterministic mode off (attention.cu,
+ * --deterministic off) and all three gradients wanted, dq is folded into the dk/dv pass instead
+ * (its DQ instantiation): dS goes through a shared tile, dQ += scale·dS·K is added to an fp32 dQ in
+ * the workspace by atomics, and one element-wise pass adds that into dq; the deterministic
+ * instantiation is the kernel as it was. Scores are s = scale · Σ_d q_d·k_d summed by the mma in
  * increasing d in all kernels, so the backward recomputes the forward's probabilities from its lse;
  * P and dS are rounded to bf16 as mma operands (as FlashAttention does); D, lse and every
  * accumulator are fp32. Workspace: attention_flash_ws_floats(B, T, H, KV, hd) floats (kernels.h).
@@ -80,6 +84,14 @@ attention_bwd_prep_kernel(float *D, const bf16s *dout, const bf16s *out, int T, 
 }
 
 /* ---- dk, dv ---------------------------------------------------------------------------------- */
+/* The A fragments of the warp's 16 keys of K and V (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ) are the same for every
+ * query tile: at head dim 64 they stay in registers (2 x 16), loaded once, and each query tile reads
+ * only Q and dO from shared memory in its first half (8 of 24 ldmatrix.x4 of a warp and tile fewer).
+ * At 128 (2 x 32 registers) the kernel would spill: they are read from shared memory every tile. */
+template <int HD> struct dkv_frags {
+    static constexpr bool REGS = HD == 64;
+    uint32_t k[REGS ? HD / 16 : 1][4], v[REGS ? HD / 16 : 1][4];
+};
 /* row stride of the dS tile of the folded dq ([queries][TC_ROWS keys] bf16; 144 bytes, 16-byte aligned rows) */
 static constexpr int DS_LDS = TC_ROWS + 8;
 
@@ -127,8 +139,8 @@ static __device__ __forceinline__ void dq_from_ds(float *dq32, const bf16s *dSs,
 }
 /* one query tile of the key block: lane rows r0, r1 (keys), queries t0.. (Qt, Gt, Lt, Dt) */
 template <int HD, bool DQ>
-static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&aV)[HD / 8][4], const bf16s *Ks,
-                                                const bf16s *Vs, const bf16s *Qt, const bf16s *Gt, const float *Lt,
+static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&aV)[HD / 8][4],
+                                                const dkv_frags<HD> &F, const bf16s *Ks, const bf16s *Vs, const bf16s *Qt, const bf16s *Gt, const float *Lt,
                                                 const float *Dt, bf16s *dSs, int t0, int r0, int r1, bool mask, int T,
                                                 float sl2, bool want_k, bool want_v) {
     constexpr int LDS = att_shape<HD>::LDS, BM = att_shape<HD>::DKV_QUERIES, NT = BM / 8;
@@ -141,8 +153,13 @@ static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
         uint32_t ka[4], va[4];
-        lds_a(ka, Ks, LDS, warp * 16, kk * 16);
-        if (want_k) lds_a(va, Vs, LDS, warp * 16, kk * 16);
+        if constexpr (dkv_frags<HD>::REGS) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) ka[r] = F.k[kk][r], va[r] = F.v[kk][r];
+        } else {
+            lds_a(ka, Ks, LDS, warp * 16, kk * 16);
+            if (want_k) lds_a(va, Vs, LDS, warp * 16, kk * 16);
+        }
 #pragma unroll
         for (int np = 0; np < NT / 2; np++) {
             uint32_t bf[4];
@@ -232,8 +249,22 @@ attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, flo
     const bool want_k = partial ? pk != nullptr : dk != nullptr, want_v = partial ? pv != nullptr : dv != nullptr;
     tile_load<HD>(Ks, k + koff, ldk, k0, TC_ROWS, T, vec);
     tile_load<HD>(Vs, v + koff, ldk, k0, TC_ROWS, T, vec);
-    dkv_load_queries<HD>(Qs, Gs, Ls, Ds, q + qoff, dout + qoff, lb, db, ldq, k0, T, vec);
-    cp_async_commit();
+    dkv_frags<HD> F;
+    if constexpr (dkv_frags<HD>::REGS) { /* K and V first, in their own group, into registers */
+        cp_async_commit();
+        dkv_load_queries<HD>(Qs, Gs, Ls, Ds, q + qoff, dout + qoff, lb, db, ldq, k0, T, vec);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            lds_a(F.k[kk], Ks, LDS, warp * 16, kk * 16);
+            lds_a(F.v[kk], Vs, LDS, warp * 16, kk * 16);
+        }
+    } else {
+        dkv_load_queries<HD>(Qs, Gs, Ls, Ds, q + qoff, dout + qoff, lb, db, ldq, k0, T, vec);
+        cp_async_commit();
+    }
     float aK[ND][4], aV[ND][4];
 #pragma unroll
     for (int i = 0; i < ND; i++)
@@ -250,7 +281,7 @@ attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, flo
         __syncthreads();
         if (t0 + BM - 1 >= kfirst) { /* warp-uniform: some query of the tile sees these keys */
             const bool mask = t0 < kfirst + 15 || t0 + BM > T;
-            dkv_tile<HD, DQ>(aK, aV, Ks, Vs, Qs + st * BM * LDS, Gs + st * BM * LDS, Ls + st * BM, Ds + st * BM,
+            dkv_tile<HD, DQ>(aK, aV, F, Ks, Vs, Qs + st * BM * LDS, Gs + st * BM * LDS, Ls + st * BM, Ds + st * BM,
                              dSs, t0, r0, r1, mask, T, sl2, want_k, want_v);
         }
         if constexpr (DQ) {
