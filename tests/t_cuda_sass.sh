@@ -65,8 +65,9 @@ done
 # reads only Q and dO from shared memory by plain ldmatrix: 4 k-steps x 4 pairs of query n-tiles x 2 = 32
 # LDSM.M88 per query tile and warp, where reading K and V there too made it 40. At hd 128 they stay in
 # shared memory (in registers the kernel would spill): 8 x 2 x 2 + 2 x 8 = 48.
-loop_ldsm() { # FUNCTION-NAME-PART: LDSM.M88 inside the largest span of a backward branch
-  /usr/bin/python3 - "$sass" "$1" <<'PY'
+loop_ldsm() { # FUNCTION-NAME-PART [PATTERN]: instructions matching PATTERN (LDSM.M88) inside the largest
+               # span of a backward branch
+  /usr/bin/python3 - "$sass" "$1" "${2:-LDSM\.16\.M88}" <<'PY'
 import re, sys
 ins, on = [], False
 for line in open(sys.argv[1]):
@@ -76,7 +77,7 @@ for line in open(sys.argv[1]):
 loops = [(int(m.group(1), 16), a) for a, t in ins for m in [re.search(r"BRA\s+(0x[0-9a-f]+)", t)] if m and int(m.group(1), 16) < a]
 if not loops: print(-1); sys.exit()
 s, e = max(loops, key=lambda x: x[1] - x[0])
-print(sum(1 for a, t in ins if s <= a <= e and re.search(r"LDSM\.16\.M88", t)))
+print(sum(1 for a, t in ins if s <= a <= e and re.search(sys.argv[3], t)))
 PY
 }
 for hd in 64 128; do
@@ -85,6 +86,17 @@ for hd in 64 128; do
   echo "# attention_backward_dkv_tc_kernel<$hd>: $n LDSM.M88 in the main loop (want $want)"
   if [ "$n" = "$want" ]; then ok "cuda_sass_dkv_loop_ldsm_hd$hd"
   else fail "cuda_sass_dkv_loop_ldsm_hd$hd" "$n plain ldmatrix in the main loop of dk/dv<$hd>, want $want"; rc=1; fi
+done
+# the forward at hd 64 past one tile: 128-row blocks, 32 rows a warp (two m-tiles). Per key tile a warp
+# reads K (4 k-steps x 4 n-pairs = 16 LDSM.M88) and V (4 x 4 = 16 LDSM.MT88) once for both m-tiles:
+# 2 x 64 HMMA for S and O, 4 HMMA per ldmatrix, where the 16-row kernel <64, 1> does 64 HMMA on the
+# same 32 ldmatrix (2 per ldmatrix): half the shared-memory reads a row.
+for mt in 1 2; do
+  f="attention_forward_tc_kernelILi64ELi${mt}E"
+  a=$(loop_ldsm "$f" 'LDSM\.16\.M88'); b=$(loop_ldsm "$f" 'LDSM\.16\.MT88'); c=$(loop_ldsm "$f" 'HMMA')
+  echo "# attention_forward_tc_kernel<64, $mt>: main loop $a LDSM.M88, $b LDSM.MT88, $c HMMA (want 16, 16, $((64 * mt)))"
+  if [ "$a" = 16 ] && [ "$b" = 16 ] && [ "$c" = $((64 * mt)) ]; then ok "cuda_sass_forward_loop_rows_per_warp_$((16 * mt))"
+  else fail "cuda_sass_forward_loop_rows_per_warp_$((16 * mt))" "main loop of forward<64, $mt>: $a LDSM.M88, $b LDSM.MT88, $c HMMA, want 16, 16, $((64 * mt))"; rc=1; fi
 done
 # the element-wise bf16 kernels of the step take 16-byte accesses (8 bf16, or 4 fp32, at a time)
 ew=$(mktemp); trap 'rm -f "$sass" "$res" "$ew"' EXIT

@@ -311,6 +311,7 @@ static void test_attention(int small) {
     test_case(1, 64, 2, 2, 128, 0);  /* MHA, T exactly one tile */
     test_case(1, 3, 4, 1, 64, 0);    /* fewer rows than a fragment */
     test_case(1, 70, 2, 1, 64, 1);   /* tensors not 16-byte aligned: the 2-byte tile loads */
+    test_case(2, 200, 2, 1, 64, 0);  /* hd 64 forward in 128-row blocks: two, the second partial */
     test_fold(1, 77, 4, 2, 64, 0);   /* GQA, uneven T */
     test_fold(2, 130, 2, 1, 128, 0); /* MQA, two batches, uneven T */
     test_fold(1, 64, 2, 2, 128, 0);  /* MHA, T one tile */
