@@ -1,19 +1,21 @@
 /* kernels/cuda/attention_fwd.cu — causal GQA attention forward on tensor cores (bf16, head dims 64 and 128).
  *
  * What it is: FlashAttention-2's forward on mma.sync.m16n8k16 (shared pieces: attention_tile.cuh).
- * A block is 64 query rows (4 warps x 16) of one (batch, query head) — at head dim 64 with T past
+ * A block is 64 query rows (4 warps x 16) of one (batch, query head); at head dim 64 with T past
  * one 64-row tile, 128 rows (4 warps x 32, two m-tiles a warp: every K and V fragment a warp reads
  * from shared memory serves 32 rows, half the shared-memory reads a row; 224 registers, 2 blocks
- * an SM, 54 KiB with Q's own tile) —; it walks the key tiles of 64
+ * an SM, 54 KiB with Q's own tile). It walks the key tiles of 64
  * up to the diagonal (tiles above it are never loaded) through two shared stages: tile j + 1 is in
  * flight (cp.async) while tile j is computed, one commit group per tile, wait_group 1 before use.
- * Q is loaded once, through the second stage, into registers (ldmatrix). S = Q·Kᵀ takes K by plain
+ * Q is loaded once into registers (ldmatrix), through V's second stage (a tile of its own in
+ * 128-row blocks). S = Q·Kᵀ takes K by plain
  * ldmatrix; O += P·V takes V by ldmatrix .trans; P comes from the S accumulators in registers.
  * Scores are kept in the log2 domain: s₂ = (q·k)·scale·log2(e), one FMUL folded into the score, so
  * every exponential is one ex2.approx; lse = (m₂ + log2 l)·ln 2 is stored in the natural log the
  * interface and the backward expect. Tile shape for occupancy: 128 threads, 36 KiB (hd 64) or
  * 68 KiB (hd 128) of shared memory, registers capped by __launch_bounds__ at 168 (3 blocks, 12
- * warps an SM; at 4 blocks, 128 registers, hd 64 spills on sm_90); tests/t_cuda_sass.sh checks the
+ * warps an SM; at 4 blocks, 128 registers, hd 64 spills on sm_90; the 128-row kernel at 2 blocks,
+ * 255); tests/t_cuda_sass.sh checks the
  * SASS has no spills.
  * What it is not: wgmma/TMA (sm_90 only) or a split over keys (flash-decoding); the launch puts the
  * longest rows first, the only load balancing.
