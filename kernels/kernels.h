@@ -171,6 +171,11 @@ static inline size_t attention_flash_ws_floats(int B, int T, int H, int KV, int 
     const size_t d = ((size_t)B * H * T + 3u) / 4u * 4u;
     return d + (H != KV ? 2u * (size_t)B * T * H * hd : 0u);
 }
+/* ... and with the folded dq (the deterministic backward off, --deterministic off): B·T·H·hd more, dQ in
+ * fp32 summed by atomics, after those */
+static inline size_t attention_flash_fold_ws_floats(int B, int T, int H, int KV, int hd) {
+    return attention_flash_ws_floats(B, T, H, KV, hd) + (size_t)B * T * H * hd;
+}
 
 extern const ops_t ops_cpu;
 extern const ops_t ops_null;

@@ -197,6 +197,16 @@ mut 'k ranks per host across hosts: k ports not bounded by the host'"'"'s NVLink
     '(void)in;' \
     'core/*/*.c' \
     't_colltable test_cost'
+mut 'folded dq: the second n-tile of each pair never added' \
+    'atomicAdd\(dq32 \+ \(size_t\)row \* ldq \+ col \+ 8, scale \* acc\[mt\]\[1\]\[i\]\);' \
+    '(void)0;' \
+    'kernels/cuda/attention_bwd.cu' \
+    't_cuda_emu'
+mut 'folded dq: dS read before every warp has written it' \
+    '__syncthreads\(\); /\* every warp.s dS columns are written \*/' \
+    '/* barrier removed */' \
+    'kernels/cuda/attention_bwd.cu' \
+    't_cuda_emu'
 sel=("$@")
 SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
 rows=(); bad=0

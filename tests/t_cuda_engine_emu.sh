@@ -244,6 +244,36 @@ run_bf16() { # NAME NP TP B
 }
 run_bf16 bf16_1x1 1 1 2
 run_bf16 bf16_2x2 4 2 1
+# --deterministic off through the engine to the tensor-core attention (head dim 64: hidden 128, 2 heads,
+# 1 KV head; T 24, not a multiple of a tile): dq folded into the dk/dv pass with its larger workspace
+# planned and allocated (the plan equals the measured peak); the losses follow the deterministic run's
+# (the folded dq differs from it by at most about one bf16 ulp: tests/test_cuda_attention.c)
+cat > "$T/m64.json" <<'JSON'
+{"vocab_size": 250, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64}
+JSON
+for d in on off; do
+  timeout 600 "$O/train" --model "$T/m64.json" --seq-len 24 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" \
+    --log-every 100 --backend cuda --dtype bf16 --batch-size 2 --deterministic $d --out "$T/det_$d.json" >"$T/det_$d.log" 2>&1 \
+    || fail "cuda_engine_emu_deterministic_$d" "run failed: $(grep -v '^\s*$' "$T/det_$d.log" | tail -3 | tr '\n' ' ')"
+done
+[ -f "$T/det_on.json" ] && [ -f "$T/det_off.json" ] && /usr/bin/python3 - "$T/det_on.json" "$T/det_off.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+la, lb = [s["loss"] for s in a["steps"]], [s["loss"] for s in b["steps"]]
+worst = max(abs(x - y) / abs(x) for x, y in zip(la, lb)) if la and len(la) == len(lb) else float("inf")
+ok = b["config"]["deterministic"] is False and a["config"]["deterministic"] is True and worst <= 1e-3
+print(f"ok   cuda_engine_emu_deterministic_off_losses  ({la} vs {lb})" if ok else
+      f"FAIL cuda_engine_emu_deterministic_off_losses: {la} vs {lb} (relative {worst:.3g} > 1e-3), config {a['config'].get('deterministic')} {b['config'].get('deterministic')}")
+pb = b["memory"]["peak"]
+ok = b["memory"]["planned"]["peak"] == pb
+print(f"ok   cuda_engine_emu_deterministic_off_plan_is_peak  ({pb} bytes)" if ok else
+      f"FAIL cuda_engine_emu_deterministic_off_plan_is_peak: planned {b['memory']['planned']['peak']}, measured {pb}")
+# the workspace high-water mark grows by the fp32 dQ: B·T·H·hd·4 = 2·24·2·64·4 bytes (it is at the attention)
+wa, wb = a["memory"]["by_category"]["workspace"], b["memory"]["by_category"]["workspace"]
+print(f"ok   cuda_engine_emu_deterministic_off_dq_workspace  ({wb} - {wa} bytes)" if wb - wa == 2 * 24 * 2 * 64 * 4 else
+      f"FAIL cuda_engine_emu_deterministic_off_dq_workspace: workspace {wb} - {wa} = {wb - wa} bytes, want {2 * 24 * 2 * 64 * 4}")
+PY
 /usr/bin/python3 - "$T/1x1.json" "$T/bf16_1x1.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])

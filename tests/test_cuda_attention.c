@@ -217,6 +217,89 @@ static void test_case(int B, int T, int H, int KV, int hd, int off) {
     D->dev_free(d_ws);
 }
 
+/* ---- the folded dq (--deterministic off) against the deterministic passes -----------------------
+ * Both sum the same products: dQ = scale · Σ_k dS_qk·K_k with dS rounded to bf16 as the mma operand
+ * (products of two bf16 are exact in fp32), one in the mma's order over a query tile's keys, the
+ * other per key block, added by fp32 atomics in the order the blocks run. Each fp32 sum of at most T
+ * terms (and the multiply by scale) is within (T + 1)·2^-24·A of the exact one, A = scale·Σ_k |dS_qk·K_kd|;
+ * so the two fp32 values differ by at most (2T + 2)·2^-24·A, and after both add the same bf16 dq0 and
+ * round to bf16 (half an ulp each) by at most that plus one bf16 ulp of the larger. Here A is bounded
+ * from the inputs: |dS_qk| <= P_qk·(|dP_qk| + |D_q|), Σ_k P_qk = 1, |dP| <= hd·max|dO|·max|V| and
+ * |D| <= hd·max|dO|·max|O|, so A <= scale·max|K|·hd·max|dO|·(max|V| + max|O|). dk and dv come from
+ * the same arithmetic in both: bit-identical. A dropped or repeated key block is O(0.1): caught. */
+static float maxabs(const float *x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    return m;
+}
+static double bf16_ulp(double x) { /* the spacing of bf16 at |x| (8 significant bits) */
+    int e;
+    frexp(fabs(x), &e); /* |x| = f·2^e, f in [0.5, 1) */
+    return x == 0.0 ? ldexp(1.0, -133) : ldexp(1.0, e - 8);
+}
+static void test_fold(int B, int T, int H, int KV, int hd, int off) {
+    char cfg[80], nm[192];
+    g_off = off;
+    snprintf(cfg, sizeof cfg, "B%d_T%d_H%d_KV%d_hd%d%s", B, T, H, KV, hd, off ? "_unaligned" : "");
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    float *q = rnd(nq, 1.5f), *k = rnd(nk, 1.5f), *v = rnd(nk, 1.0f), *dout = rnd(nq, 1.0f);
+    float *g0[3] = {rnd(nq, 1.0f), rnd(nk, 1.0f), rnd(nk, 1.0f)};
+    float *out = xmalloc(nq * sizeof(float)), *lse = xmalloc(nl * sizeof(float));
+    float *ws = xmalloc(attention_ws_floats(T) * sizeof(float));
+    R->attention_forward(out, lse, ws, q, k, v, B, T, H, KV, hd);
+    for (size_t i = 0; i < nq; i++) out[i] = b2f(f2b(out[i]));
+    float *d_ws = dev(NULL, attention_flash_fold_ws_floats(B, T, H, KV, hd) * sizeof(float));
+    float *d_q = devb(q, nq), *d_k = devb(k, nk), *d_v = devb(v, nk), *d_dout = devb(dout, nq), *d_out = devb(out, nq);
+    float *d_lse = dev(lse, nl * sizeof(float));
+    const size_t n[3] = {nq, nk, nk};
+    uint16_t *got[2][3];
+    long launched[2];
+    for (int fold = 0; fold < 2; fold++) {
+        float *d_g[3];
+        for (int w = 0; w < 3; w++) d_g[w] = devb(g0[w], n[w]);
+        const int was = cuda_attention_set_deterministic(!fold);
+        const long l0 = cuda_attention_tc_launches();
+        D->attention_backward(d_g[0], d_g[1], d_g[2], d_ws, d_dout, d_out, d_lse, d_q, d_k, d_v, B, T, H, KV, hd);
+        launched[fold] = cuda_attention_tc_launches() - l0;
+        cuda_attention_set_deterministic(was);
+        for (int w = 0; w < 3; w++) {
+            got[fold][w] = xmalloc(n[w] * sizeof(uint16_t));
+            D->to_host(got[fold][w], d_g[w], n[w] * sizeof(uint16_t));
+            freeb(d_g[w]);
+        }
+    }
+    snprintf(nm, sizeof nm, "cuda_tc_attention_fold_dq_one_pass_%s", cfg);
+    CHECK(launched[0] == 2 && launched[1] == 1, nm, "tensor-core launches %ld deterministic, %ld folded (want 2, 1)",
+          launched[0], launched[1]);
+    const double A = 1.0 / sqrt((double)hd) * maxabs(k, nk) * hd * maxabs(dout, nq) * (maxabs(v, nk) + maxabs(out, nq));
+    const double e32 = (2.0 * T + 2.0) * ldexp(1.0, -24) * A;
+    double worst = 0.0, worst_abs = 0.0; /* |fold − det| / (e32 + ulp), and the largest |fold − det| */
+    size_t differ = 0;
+    for (size_t i = 0; i < nq; i++) {
+        const double a = b2f(got[1][0][i]), d = b2f(got[0][0][i]);
+        const double diff = isnan(a) || isnan(d) ? INFINITY : fabs(a - d);
+        differ += got[1][0][i] != got[0][0][i];
+        if (diff > worst_abs) worst_abs = diff;
+        const double r = diff / (e32 + bf16_ulp(fmax(fabs(a), fabs(d))));
+        if (!(r <= worst)) worst = r;
+    }
+    printf("# folded dq %s: %zu of %zu differ from the deterministic dq, max %.3g (bound: %.3g + one bf16 ulp), "
+           "%.3g of the bound\n", cfg, differ, nq, worst_abs, e32, worst);
+    snprintf(nm, sizeof nm, "cuda_tc_attention_fold_dq_%s", cfg);
+    CHECK(worst <= 1.0, nm, "folded dq differs from the deterministic one by %.3g of the bound (%.3g + 1 bf16 ulp)",
+          worst, e32);
+    snprintf(nm, sizeof nm, "cuda_tc_attention_fold_dkdv_identical_%s", cfg);
+    CHECK(!memcmp(got[0][1], got[1][1], nk * 2) && !memcmp(got[0][2], got[1][2], nk * 2), nm,
+          "dk or dv changed with the folded dq");
+    for (int f = 0; f < 2; f++)
+        for (int w = 0; w < 3; w++) free(got[f][w]);
+    for (int w = 0; w < 3; w++) free(g0[w]);
+    free(q); free(k); free(v); free(dout); free(out); free(lse); free(ws);
+    freeb(d_q); freeb(d_k); freeb(d_v); freeb(d_dout); freeb(d_out);
+    D->dev_free(d_lse);
+    D->dev_free(d_ws);
+}
+
 static void test_attention(int small) {
     CHECK(cuda_attention_tensor_cores(64) && cuda_attention_tensor_cores(128) && !cuda_attention_tensor_cores(32) &&
               !cuda_attention_tensor_cores(256),
@@ -228,7 +311,13 @@ static void test_attention(int small) {
     test_case(1, 64, 2, 2, 128, 0);  /* MHA, T exactly one tile */
     test_case(1, 3, 4, 1, 64, 0);    /* fewer rows than a fragment */
     test_case(1, 70, 2, 1, 64, 1);   /* tensors not 16-byte aligned: the 2-byte tile loads */
+    test_case(2, 200, 2, 1, 64, 0);  /* hd 64 forward in 128-row blocks: two, the second partial */
+    test_fold(1, 77, 4, 2, 64, 0);   /* GQA, uneven T */
+    test_fold(2, 130, 2, 1, 128, 0); /* MQA, two batches, uneven T */
+    test_fold(1, 64, 2, 2, 128, 0);  /* MHA, T one tile */
+    test_fold(1, 70, 2, 1, 64, 1);   /* not 16-byte aligned: the 2-byte path of the dq add */
     if (!small) {
+        test_fold(2, 1000, 8, 2, 128, 0);
         test_case(2, 1000, 8, 2, 128, 0);
         test_case(1, 2048, 4, 1, 64, 0);
     }

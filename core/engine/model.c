@@ -26,6 +26,9 @@
 #include "core/engine/init.h"
 #include "core/engine/mem.h"
 #include "core/common/parse.h"
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,7 +323,14 @@ static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) 
     o->matmul_backward(dao, G(M, i, S_O), df, a->ao, W(M, i, S_O), Nt, Hl * hd, d);
     if (df != dxmid) FREE(df);
     floatX *dq = WSZ((size_t)Nt * Hl * hd), *dk = WSZ((size_t)Nt * KVl * hd), *dv = WSZ((size_t)Nt * KVl * hd);
-    float *ws = WS32(M->opt.attention_flash ? attention_flash_ws_floats(B, T, Hl, KVl, hd) : attention_ws_floats(T));
+    /* CUDA with --deterministic off: dq folded into the dk/dv pass, summed by fp32 atomics in its workspace */
+    const int fold = M->opt.attention_flash && M->opt.nondeterministic;
+    float *ws = WS32(!M->opt.attention_flash ? attention_ws_floats(T)
+                     : fold                  ? attention_flash_fold_ws_floats(B, T, Hl, KVl, hd)
+                                             : attention_flash_ws_floats(B, T, Hl, KVl, hd));
+#ifdef MESHSWEEP_CUDA
+    if (M->E->dev == &device_cuda) cuda_attention_set_deterministic(!fold);
+#endif
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws); FREE(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);

@@ -31,6 +31,8 @@ typedef struct model_opts {
                                * and its groups from it (core/engine/plan.c, core/cost/trace.c) */
     int attention_flash;      /* 1 on CUDA: its flash kernels need no 2·T² attention scratch (the CPU's do), the
                                * backward attention_flash_ws_floats (kernels.h) instead, the forward none */
+    int nondeterministic;     /* --deterministic off: with attention_flash the backward folds dq into the dk/dv pass
+                               * (fp32 atomics, attention_flash_fold_ws_floats of workspace); 0: bit-reproducible */
 } model_opts;
 
 /* what a layer saves for backward: compute precision (the engine's dtype), and fp32 statistics */

@@ -17,6 +17,7 @@ void job_init(job_t *j) {
     memset(j, 0, sizeof *j);
     j->o = (job_opts){.model = "tiny", .batch = "4", .data = "build/data/kjv/train.bin", .schedule = "constant",
                       .backend = "cpu", .sp_activations = "local", .ckpt = "none", .accum_reduce = "each", .comm = "mpi",
+                      .deterministic = "on",
                       .dtype = NULL, .tp = 1, .replicate = 1, .seq_len = 128, .steps = 50, .eval_batches = 4, .world = 0, .sp = -1,
                       .prefetch = 1, .excluded = 3, .log_every = 10, .seed = 1337, .lr = 3e-3, .weight_decay = 0.1,
                       .beta1 = 0.9, .beta2 = 0.95, .adam_eps = 1e-8, .grad_clip = 1.0, .min_lr_ratio = 0.1};
@@ -192,11 +193,13 @@ int job_build(job_t *j, int world, int rank, char *err, size_t errlen) {
     if (!gb_set) o->global_batch = 0;
     int reduce_last = !strcmp(o->accum_reduce, "last");
     if (!reduce_last && strcmp(o->accum_reduce, "each")) BAD("--accum-reduce must be each or last (got '%s')", o->accum_reduce);
+    int nondet = !strcmp(o->deterministic, "off");
+    if (!nondet && strcmp(o->deterministic, "on")) BAD("--deterministic must be on or off (got '%s')", o->deterministic);
     int sp_local = !strcmp(o->sp_activations, "local");
     if (!sp_local && strcmp(o->sp_activations, "gathered")) BAD("--sp-activations must be local or gathered (got '%s')", o->sp_activations);
     j->mo = (model_opts){.B = j->B, .T = j->T, .sequence_parallel = o->sp != 0, .sp_local = sp_local, .prefetch = o->prefetch,
                          .checkpoint = ckpt, .attention_flash = !strcmp(o->backend, "cuda"), .grad_accum = o->grad_accum,
-                         .accum_reduce_last = reduce_last, .replicate = o->replicate};
+                         .accum_reduce_last = reduce_last, .replicate = o->replicate, .nondeterministic = nondet};
     if (o->plan) {
         if (job_given(j, "world") && o->world < 1) BAD("--world must be >= 1 (got %d)", o->world);
         if (!o->world) o->world = 1;
@@ -347,6 +350,7 @@ json_t *job_config_json(const job_t *J, const char *comm) {
     K(GRAD_ACCUM, json_integer(J->N));
     K(ACCUM_REDUCE, json_string(o->accum_reduce));
     K(BACKEND, json_string(o->backend));
+    K(DETERMINISTIC, json_boolean(!J->mo.nondeterministic));
     K(COMM, json_string(comm ? comm : o->comm));
     K(DTYPE, json_string(o->dtype));
     K(MEM_BUDGET, J->budget.budget ? json_integer((json_int_t)J->budget.budget) : json_null());

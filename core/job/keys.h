@@ -54,6 +54,7 @@
     X(GRAD_ACCUM, "grad_accum", "config")                          \
     X(ACCUM_REDUCE, "accum_reduce", "config")                      \
     X(BACKEND, "backend", "config")                                \
+    X(DETERMINISTIC, "deterministic", "config")                    \
     X(COMM, "comm", "config")                                      \
     X(DTYPE, "dtype", "config")                                    \
     X(MEM_BUDGET, "mem_budget", "config")                          \

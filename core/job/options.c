@@ -64,6 +64,9 @@ const cli_opt job_options[] = {
     {"checkpoint-activations", CLI_OPT, F(ckpt), "[none|full|every:K]", "keep only the input of every layer (full, the bare flag) or of the first of every K (layers 1, K+1, 2K+1, ...); recompute it in backward",
      0, "checkpoint_activations", "full"},
     {"backend", CLI_STR, F(backend), "cpu|cuda", "compute backend", 0, "backend", NULL},
+    {"deterministic", CLI_STR, F(deterministic), "on|off", "on (default): every run of the same job gives the same bits; "
+     "off: the CUDA attention backward sums dq by fp32 atomics in its dk/dv pass (one pass instead of two, the "
+     "order run-dependent; B*T*H*hd*4 more workspace bytes). The CPU backend is deterministic either way", 0, NULL, NULL},
     {"comm", CLI_STR, F(comm), "mpi|nccl", "collectives: mpi, or nccl (CUDA; the default for multi-rank CUDA runs with one GPU per rank)",
      0, NULL, NULL},
     {"dtype", CLI_STR, F(dtype), "fp32|bf16", "compute precision (default: bf16 on cuda, fp32 on cpu; --plan takes either)", 0, NULL, NULL},

@@ -15,6 +15,7 @@ typedef struct job_opts {
                *sp_activations;
     const char *ckpt;                /* --checkpoint-activations none|full|every:K (the bare flag: full) */
     const char *accum_reduce;        /* --accum-reduce each|last */
+    const char *deterministic;       /* --deterministic on|off */
     const char *mem_reserve, *gpu;   /* --mem-reserve SIZE, --gpu NAME (core/job/catalog.h) */
     const char *machine;             /* --machine NAME|FILE: the step-time model (core/cost/predict.h) */
     int gpus_per_host;               /* --gpus-per-host N: ranks per host of a --plan (0: the machine's default) */

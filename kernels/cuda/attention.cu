@@ -28,6 +28,8 @@ static int check_shape(const char *what, int B, int T, int H, int KV, int hd) {
 
 /* tensor-core (mma) kernel launches so far: lets a test see which path ran */
 static long tc_launches;
+/* off (--deterministic off): the backward folds dq into the dk/dv pass with fp32 atomics */
+static bool deterministic = true;
 
 /* the bf16 tensor-core kernels cover these head dimensions; the others (and fp32) take the
  * scalar kernels */
@@ -55,11 +57,13 @@ static void attention_backward_t(S *dq, S *dk, S *dv, float *ws, const S *dout, 
     if (!check_shape("attention_backward", B, T, H, KV, hd)) return;
     if constexpr (std::is_same_v<S, bf16s>) {
         if (hd == 64) {
-            tc_launches += attention_tc_backward<64>(dq, dk, dv, ws, dout, out, lse, q, k, v, B, T, H, KV);
+            tc_launches += attention_tc_backward<64>(dq, dk, dv, ws, dout, out, lse, q, k, v, B, T, H, KV,
+                                                       !deterministic);
             return;
         }
         if (hd == 128) {
-            tc_launches += attention_tc_backward<128>(dq, dk, dv, ws, dout, out, lse, q, k, v, B, T, H, KV);
+            tc_launches += attention_tc_backward<128>(dq, dk, dv, ws, dout, out, lse, q, k, v, B, T, H, KV,
+                                                       !deterministic);
             return;
         }
     }
@@ -88,6 +92,11 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *ws, const f
 
 extern "C" int cuda_attention_tensor_cores(int hd) { return tc_head_dim(hd); }
 extern "C" long cuda_attention_tc_launches(void) { return tc_launches; }
+extern "C" int cuda_attention_set_deterministic(int on) {
+    const int was = deterministic;
+    deterministic = on != 0;
+    return was;
+}
 
 /* ---- the fragment self-test -------------------------------------------------------------------
  * One warp: D = A·B + C with A [16][16], B [16][8], C and D [16][8] row-major in global memory.

@@ -18,7 +18,11 @@
  *           stages, S and dP recomputed, dQ += scale · dS·K (K by ldmatrix .trans).
  * dQ has its own pass instead of FlashAttention-2's atomics: every output element is written by
  * one thread, in a fixed order, so results are deterministic (the price: S and dP are computed
- * twice, 7 tile products instead of 5). Scores are s = scale · Σ_d q_d·k_d summed by the mma in
+ * twice, 7 tile products instead of 5). With the deterministic mode off (attention.cu,
+ * --deterministic off) and all three gradients wanted, dq is folded into the dk/dv pass instead
+ * (its DQ instantiation): dS goes through a shared tile, dQ += scale·dS·K is added to an fp32 dQ in
+ * the workspace by atomics, and one element-wise pass adds that into dq; the deterministic
+ * instantiation is the kernel as it was. Scores are s = scale · Σ_d q_d·k_d summed by the mma in
  * increasing d in all kernels, so the backward recomputes the forward's probabilities from its lse;
  * P and dS are rounded to bf16 as mma operands (as FlashAttention does); D, lse and every
  * accumulator are fp32. Workspace: attention_flash_ws_floats(B, T, H, KV, hd) floats (kernels.h).
@@ -80,12 +84,65 @@ attention_bwd_prep_kernel(float *D, const bf16s *dout, const bf16s *out, int T, 
 }
 
 /* ---- dk, dv ---------------------------------------------------------------------------------- */
-/* one query tile of the key block: lane rows r0, r1 (keys), queries t0.. (Qt, Gt, Lt, Dt) */
+/* The A fragments of the warp's 16 keys of K and V (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ) are the same for every
+ * query tile: at head dim 64 they stay in registers (2 x 16), loaded once, and each query tile reads
+ * only Q and dO from shared memory in its first half (8 of 24 ldmatrix.x4 of a warp and tile fewer).
+ * At 128 (2 x 32 registers) the kernel would spill: they are read from shared memory every tile. */
+template <int HD> struct dkv_frags {
+    static constexpr bool REGS = HD == 64;
+    uint32_t k[REGS ? HD / 16 : 1][4], v[REGS ? HD / 16 : 1][4];
+};
+/* row stride of the dS tile of the folded dq ([queries][TC_ROWS keys] bf16; 144 bytes, 16-byte aligned rows) */
+static constexpr int DS_LDS = TC_ROWS + 8;
+
+/* The folded dq (--deterministic off): dQ[t0.., :] += scale · dS·K for the query tile t0 from the
+ * key block's dS (dSs, every warp's 16 key columns) and K (Ks), added to the fp32 dq32 by atomics.
+ * Warp w takes the columns [w·HD/4, (w+1)·HD/4) of all the tile's rows; k-step kk reads the keys of
+ * warp kk, skipped where that warp had no query of the tile (its dS columns are stale). Every warp
+ * calls it (it follows a barrier). */
 template <int HD>
-static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&aV)[HD / 8][4], const bf16s *Ks,
-                                                const bf16s *Vs, const bf16s *Qt, const bf16s *Gt, const float *Lt,
-                                                const float *Dt, int t0, int r0, int r1, bool mask, int T, float sl2,
-                                                bool want_k, bool want_v) {
+static __device__ __forceinline__ void dq_from_ds(float *dq32, const bf16s *dSs, const bf16s *Ks, int t0, int k0,
+                                                  int T, size_t ldq, float scale) {
+    constexpr int LDS = att_shape<HD>::LDS, BM = att_shape<HD>::DKV_QUERIES, MT = BM / 16, NP = HD / 64;
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, tq = threadIdx.x & 3;
+#pragma unroll
+    for (int np = 0; np < NP; np++) {
+        const int n0 = warp * (HD / 4) + np * 16;
+        float acc[MT][2][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mt][0][i] = acc[mt][1][i] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < TC_ROWS / 16; kk++) {
+            if (t0 + BM - 1 < k0 + kk * 16) continue; /* block-uniform: warp kk skipped this tile */
+            uint32_t bf[4];
+            lds_b_cols(bf, Ks, LDS, kk * 16, n0);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                uint32_t da[4];
+                lds_a(da, dSs, DS_LDS, mt * 16, kk * 16);
+                mma_m16n8k16_bf16(acc[mt][0], da, bf, acc[mt][0]);
+                mma_m16n8k16_bf16(acc[mt][1], da, bf + 2, acc[mt][1]);
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = t0 + mt * 16 + g + (i < 2 ? 0 : 8), col = n0 + 2 * tq + (i & 1);
+                if (row >= T) continue;
+                atomicAdd(dq32 + (size_t)row * ldq + col, scale * acc[mt][0][i]);
+                atomicAdd(dq32 + (size_t)row * ldq + col + 8, scale * acc[mt][1][i]);
+            }
+    }
+}
+/* one query tile of the key block: lane rows r0, r1 (keys), queries t0.. (Qt, Gt, Lt, Dt) */
+template <int HD, bool DQ>
+static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&aV)[HD / 8][4],
+                                                const dkv_frags<HD> &F, const bf16s *Ks, const bf16s *Vs, const bf16s *Qt, const bf16s *Gt, const float *Lt,
+                                                const float *Dt, bf16s *dSs, int t0, int r0, int r1, bool mask, int T,
+                                                float sl2, bool want_k, bool want_v) {
     constexpr int LDS = att_shape<HD>::LDS, BM = att_shape<HD>::DKV_QUERIES, NT = BM / 8;
     const int warp = threadIdx.x >> 5, tq = threadIdx.x & 3;
     float s[NT][4], dp[NT][4];
@@ -96,8 +153,13 @@ static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
         uint32_t ka[4], va[4];
-        lds_a(ka, Ks, LDS, warp * 16, kk * 16);
-        if (want_k) lds_a(va, Vs, LDS, warp * 16, kk * 16);
+        if constexpr (dkv_frags<HD>::REGS) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) ka[r] = F.k[kk][r], va[r] = F.v[kk][r];
+        } else {
+            lds_a(ka, Ks, LDS, warp * 16, kk * 16);
+            if (want_k) lds_a(va, Vs, LDS, warp * 16, kk * 16);
+        }
 #pragma unroll
         for (int np = 0; np < NT / 2; np++) {
             uint32_t bf[4];
@@ -120,6 +182,9 @@ static __device__ __forceinline__ void dkv_tile(float (&aK)[HD / 8][4], float (&
             const float p = valid ? ex2_approx(fmaf(s[nt][i], sl2, -Lt[c] * ATT_LOG2E)) : 0.0f;
             s[nt][i] = p;
             dp[nt][i] = valid ? p * (dp[nt][i] - Dt[c]) : 0.0f; /* dSᵀ */
+            if constexpr (DQ) /* dS[query c][key], rounded as the mma operand below rounds it */
+                dSs[c * DS_LDS + warp * 16 + (threadIdx.x & 31) / 4 + (i < 2 ? 0 : 8)].bits =
+                    bf16_round_bits(dp[nt][i]);
         }
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++) {
@@ -156,12 +221,14 @@ static __device__ __forceinline__ void dkv_load_queries(bf16s *Qt, bf16s *Gt, fl
 }
 
 /* grid (ceil(T/64), H, B), 128 threads. partial: add scale·dK, dV of this query head into pk, pv
- * ([B][T][H][HD] fp32, NULL when not wanted) instead of into dk, dv (NULL when not wanted). */
-template <int HD>
+ * ([B][T][H][HD] fp32, NULL when not wanted) instead of into dk, dv (NULL when not wanted).
+ * DQ (the folded dq, all three gradients wanted): also dq32 ([B][T][H][HD] fp32, zeroed) += scale·dS·K
+ * by atomics, through a dS tile after the query stages. */
+template <int HD, bool DQ>
 static __global__ void __launch_bounds__(128, 2)
-attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, int partial, const bf16s *dout,
-                                 const float *lse, const float *Dr, const bf16s *q, const bf16s *k, const bf16s *v,
-                                 int T, int H, int KV, float sl2, float scale, int vec) {
+attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, float *dq32, int partial,
+                                 const bf16s *dout, const float *lse, const float *Dr, const bf16s *q, const bf16s *k,
+                                 const bf16s *v, int T, int H, int KV, float sl2, float scale, int vec) {
     constexpr int LDS = att_shape<HD>::LDS, BM = att_shape<HD>::DKV_QUERIES, ND = HD / 8;
     DYNAMIC_SMEM(float, smem);
     bf16s *Ks = reinterpret_cast<bf16s *>(smem); /* [TC_ROWS][LDS] */
@@ -170,6 +237,7 @@ attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, int
     bf16s *Gs = Qs + 2 * BM * LDS;               /* [2][BM][LDS], dO */
     float *Ls = reinterpret_cast<float *>(Gs + 2 * BM * LDS); /* [2][BM] lse */
     float *Ds = Ls + 2 * BM;                                   /* [2][BM] D */
+    bf16s *dSs = reinterpret_cast<bf16s *>(Ds + 2 * BM);       /* DQ: [BM][DS_LDS] dS */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
     const att_block blk = att_longest_first(); /* key tile 0 has the most query tiles: first */
     const int b = blk.b, h = blk.h, kvh = h / (H / KV);
@@ -181,8 +249,22 @@ attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, int
     const bool want_k = partial ? pk != nullptr : dk != nullptr, want_v = partial ? pv != nullptr : dv != nullptr;
     tile_load<HD>(Ks, k + koff, ldk, k0, TC_ROWS, T, vec);
     tile_load<HD>(Vs, v + koff, ldk, k0, TC_ROWS, T, vec);
-    dkv_load_queries<HD>(Qs, Gs, Ls, Ds, q + qoff, dout + qoff, lb, db, ldq, k0, T, vec);
-    cp_async_commit();
+    dkv_frags<HD> F;
+    if constexpr (dkv_frags<HD>::REGS) { /* K and V first, in their own group, into registers */
+        cp_async_commit();
+        dkv_load_queries<HD>(Qs, Gs, Ls, Ds, q + qoff, dout + qoff, lb, db, ldq, k0, T, vec);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            lds_a(F.k[kk], Ks, LDS, warp * 16, kk * 16);
+            lds_a(F.v[kk], Vs, LDS, warp * 16, kk * 16);
+        }
+    } else {
+        dkv_load_queries<HD>(Qs, Gs, Ls, Ds, q + qoff, dout + qoff, lb, db, ldq, k0, T, vec);
+        cp_async_commit();
+    }
     float aK[ND][4], aV[ND][4];
 #pragma unroll
     for (int i = 0; i < ND; i++)
@@ -199,8 +281,12 @@ attention_backward_dkv_tc_kernel(bf16s *dk, bf16s *dv, float *pk, float *pv, int
         __syncthreads();
         if (t0 + BM - 1 >= kfirst) { /* warp-uniform: some query of the tile sees these keys */
             const bool mask = t0 < kfirst + 15 || t0 + BM > T;
-            dkv_tile<HD>(aK, aV, Ks, Vs, Qs + st * BM * LDS, Gs + st * BM * LDS, Ls + st * BM, Ds + st * BM, t0,
-                         r0, r1, mask, T, sl2, want_k, want_v);
+            dkv_tile<HD, DQ>(aK, aV, F, Ks, Vs, Qs + st * BM * LDS, Gs + st * BM * LDS, Ls + st * BM, Ds + st * BM,
+                             dSs, t0, r0, r1, mask, T, sl2, want_k, want_v);
+        }
+        if constexpr (DQ) {
+            __syncthreads(); /* every warp's dS columns are written */
+            dq_from_ds<HD>(dq32 + qoff, dSs, Ks, t0, k0, T, ldq, scale);
         }
         __syncthreads();
     }
@@ -242,6 +328,17 @@ attention_group_reduce_kernel(bf16s *dk, bf16s *dv, const float *pk, const float
                 for (int u = 0; u < 8; u++) acc[u] += p[src + (size_t)gh * hd + u];
             store8(dst + e, acc, vec);
         }
+    }
+}
+
+/* dq[e] += dq32[e] for the folded dq's fp32 sums, 8 elements an item: n = B·T·H·HD / 8 */
+static __global__ void __launch_bounds__(256) attention_dq_add_kernel(bf16s *dq, const float *dq32, size_t n, int vec) {
+    GRID_STRIDE(i, n) {
+        float acc[8];
+        load8(acc, dq + i * 8, vec);
+#pragma unroll
+        for (int u = 0; u < 8; u++) acc[u] += dq32[i * 8 + u];
+        store8(dq + i * 8, acc, vec);
     }
 }
 
@@ -360,15 +457,28 @@ attention_backward_dq_tc_kernel(bf16s *dq, const bf16s *dout, const float *lse, 
 template <int HD> static size_t smem_dq() {
     return (2u * TC_ROWS + 4u * att_shape<HD>::DQ_KEYS) * (size_t)att_shape<HD>::LDS * sizeof(bf16s);
 }
-template <int HD> static size_t smem_dkv() {
+template <int HD, bool DQ> static size_t smem_dkv() {
     constexpr size_t BM = att_shape<HD>::DKV_QUERIES;
-    return (2u * TC_ROWS + 4u * BM) * (size_t)att_shape<HD>::LDS * sizeof(bf16s) + 4u * BM * sizeof(float);
+    return (2u * TC_ROWS + 4u * BM) * (size_t)att_shape<HD>::LDS * sizeof(bf16s) + 4u * BM * sizeof(float) +
+           (DQ ? BM * DS_LDS * sizeof(bf16s) : 0u);
+}
+
+/* the dk/dv pass, with the folded dq when dq32 is not NULL (then dk and dv are not NULL either) */
+template <int HD, bool DQ>
+static void launch_dkv(bf16s *dk, bf16s *dv, float *pk, float *pv, float *dq32, int partial, const bf16s *dout,
+                       const float *lse, const float *Dr, const bf16s *q, const bf16s *k, const bf16s *v, int B,
+                       int T, int H, int KV, float sl2, float scale, int vec) {
+    const size_t smem = smem_dkv<HD, DQ>();
+    constexpr auto kernel = attention_backward_dkv_tc_kernel<HD, DQ>; /* one name: LAUNCH is a macro */
+    allow_smem(kernel, smem);
+    LAUNCH(kernel, att_grid(B, T, H), 128, smem, dk, dv, pk, pv, dq32, partial, dout, lse, Dr, q, k, v, T, H, KV, sl2,
+           scale, vec);
 }
 
 template <int HD>
 int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16s *dout, const bf16s *out,
                           const float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T, int H,
-                          int KV) {
+                          int KV, bool fold_dq) {
     if (!ws) {
         fprintf(stderr, "cuda attention_backward: the tensor-core kernels need a workspace of "
                         "attention_flash_ws_floats(B, T, H, KV, hd) floats, got NULL\n");
@@ -382,7 +492,10 @@ int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16
     LAUNCH(attention_bwd_prep_kernel<HD>, grid_for(rows, 256 / 32 * (32 / (HD / 8))), 256, 0, Dr, dout, out, T, H,
            rows, prep_vec);
     int launched = 0;
-    if (dq) {
+    /* the folded dq needs dS, hence dP, hence the whole dk/dv pass: only when all three are wanted */
+    float *dq32 = fold_dq && dq && dk && dv ? ws + attention_flash_ws_floats(B, T, H, KV, HD) : nullptr;
+    if (dq32) cudaCheck(cudaMemsetAsync(dq32, 0, rows * HD * sizeof(float), 0));
+    if (dq && !dq32) {
         const size_t smem = smem_dq<HD>();
         allow_smem(attention_backward_dq_tc_kernel<HD>, smem);
         LAUNCH(attention_backward_dq_tc_kernel<HD>, att_grid(B, T, H), 128, smem, dq, dout, lse,
@@ -392,10 +505,11 @@ int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16
     if (dk || dv) {
         const int partial = H != KV;
         float *pk = partial && dk ? part : nullptr, *pv = partial && dv ? part + rows * HD : nullptr;
-        const size_t smem = smem_dkv<HD>();
-        allow_smem(attention_backward_dkv_tc_kernel<HD>, smem);
-        LAUNCH(attention_backward_dkv_tc_kernel<HD>, att_grid(B, T, H), 128, smem, dk, dv, pk, pv,
-               partial, dout, lse, (const float *)Dr, q, k, v, T, H, KV, sl2, scale, vec);
+        if (dq32)
+            launch_dkv<HD, true>(dk, dv, pk, pv, dq32, partial, dout, lse, Dr, q, k, v, B, T, H, KV, sl2, scale, vec);
+        else
+            launch_dkv<HD, false>(dk, dv, pk, pv, nullptr, partial, dout, lse, Dr, q, k, v, B, T, H, KV, sl2, scale,
+                                  vec);
         launched++;
         if (partial) {
             const size_t n = (size_t)B * T * KV * HD / 8;
@@ -404,12 +518,16 @@ int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16
                    (const float *)pv, n, H, KV, HD, rvec);
         }
     }
+    if (dq32) {
+        const size_t n = rows * HD / 8;
+        LAUNCH(attention_dq_add_kernel, grid_for(n, 256), 256, 0, dq, (const float *)dq32, n, tile_vec_ok(dq, ldq));
+    }
     return launched;
 }
 
 template int attention_tc_backward<64>(bf16s *, bf16s *, bf16s *, float *, const bf16s *, const bf16s *,
                                        const float *, const bf16s *, const bf16s *, const bf16s *, int, int, int,
-                                       int);
+                                       int, bool);
 template int attention_tc_backward<128>(bf16s *, bf16s *, bf16s *, float *, const bf16s *, const bf16s *,
                                         const float *, const bf16s *, const bf16s *, const bf16s *, int, int, int,
-                                        int);
+                                        int, bool);

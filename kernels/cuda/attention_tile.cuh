@@ -39,12 +39,16 @@ template <int HD> struct att_shape {
  * long ones. The indices stay plain blockIdx reads (no division, nothing held in registers). Rank 0
  * is the longest. */
 struct att_block { int rank, h, b; };
-static __host__ __device__ __forceinline__ unsigned att_tiles(int T) { return (unsigned)((T + TC_ROWS - 1) / TC_ROWS); }
+static __host__ __device__ __forceinline__ unsigned att_tiles_of(int T, int rows) { return (unsigned)((T + rows - 1) / rows); }
+static __host__ __device__ __forceinline__ unsigned att_tiles(int T) { return att_tiles_of(T, TC_ROWS); }
 static __device__ __forceinline__ att_block att_longest_first() {
     return att_block{(int)blockIdx.y, (int)blockIdx.x, (int)blockIdx.z};
 }
 /* the grid of a pass */
-static inline dim3 att_grid(int B, int T, int H) { return dim3((unsigned)H, att_tiles(T), (unsigned)B); }
+static inline dim3 att_grid_rows(int B, int T, int H, int rows) { return dim3((unsigned)H, att_tiles_of(T, rows), (unsigned)B); }
+static inline dim3 att_grid(int B, int T, int H) { return att_grid_rows(B, T, H, TC_ROWS); }
+/* query rows of a forward block: 128 (32 a warp) at head dim 64 past one 64-row tile, else 64 */
+static inline int att_fwd_rows(int hd, int T) { return hd == 64 && T > TC_ROWS ? 2 * TC_ROWS : TC_ROWS; }
 
 /* the causal row range [0, end) of keys a query block [q0, q0 + TC_ROWS) reads */
 static __device__ __forceinline__ int att_key_end(int q0, int T) { return imin(q0 + TC_ROWS, T); }
@@ -141,12 +145,14 @@ template <typename K> static void allow_smem(K kernel, size_t bytes) {
 template <int HD>
 void attention_tc_forward(bf16s *out, float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T, int H,
                           int KV);
-/* ws: attention_flash_ws_floats(B, T, H, KV, HD) floats of device memory; returns the number of
- * tensor-core (mma) kernels launched */
+/* ws: attention_flash_ws_floats(B, T, H, KV, HD) floats of device memory, attention_flash_fold_ws_floats
+ * with fold_dq (dq summed by fp32 atomics in the dk/dv pass when all three gradients are wanted: one
+ * mma pass instead of two, in a run-dependent order); returns the number of tensor-core (mma)
+ * kernels launched */
 template <int HD>
 int attention_tc_backward(bf16s *dq, bf16s *dk, bf16s *dv, float *ws, const bf16s *dout, const bf16s *out,
                           const float *lse, const bf16s *q, const bf16s *k, const bf16s *v, int B, int T, int H,
-                          int KV);
+                          int KV, bool fold_dq);
 /* attention_scalar.cu: the scalar kernels (fp32, and bf16 at other head dims) */
 template <typename S>
 void attention_scalar_forward(S *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int H, int KV,

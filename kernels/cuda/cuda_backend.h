@@ -87,6 +87,11 @@ extern const ops_t ops_cuda_bf16;
 int cuda_attention_tensor_cores(int hd);
 long cuda_attention_tc_launches(void);
 void cuda_mma_selftest(float *d, const uint16_t *a, const uint16_t *b, const float *c, int mode);
+/* on (the default): every backward output is written by one thread in a fixed order, bit-reproducible.
+ * off (--deterministic off): the tensor-core backward folds dq into the dk/dv pass, summed by fp32
+ * atomics in a run-dependent order (one mma pass instead of two; its workspace is then
+ * attention_flash_fold_ws_floats). Process-wide; returns the previous setting. */
+int cuda_attention_set_deterministic(int on);
 
 /* ---- timing for bench/gpu_bench.c (kernels/cuda/timing.cu) ----
  * Milliseconds per call of fn(arg), which launches work on the default stream: warmup calls, then
