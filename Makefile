@@ -118,11 +118,11 @@ test-gpu: all
 gpu-kit: all
 	BUILD=$(BUILD) bash gpukit/make_kit.sh
 # `make gpu-kit-compat`: $(BUILD)/gpu-kit-compat/, the same kit for glibc 2.31 and CUDA 12 or 13 machines:
-# two binary sets built in Debian 11 roots kept under COMPAT_DIR (root, network and minutes the first
-# time; never part of `make test`, whose t_gpu_kit.sh uses the roots only where they exist)
-COMPAT_DIR ?= $(BUILD)/compat
+# two binary sets built in Debian 11 roots kept under COMPAT_DIR (default ~/.cache/meshsweep/compat;
+# root, network and minutes the first time; never part of `make test`, whose t_gpu_kit.sh uses the
+# roots only where they exist)
 gpu-kit-compat:
-	BUILD=$(BUILD) COMPAT_DIR=$(COMPAT_DIR) NVCC="$(NVCC)" bash gpukit/compat_build.sh
+	BUILD=$(BUILD) $(if $(COMPAT_DIR),COMPAT_DIR=$(COMPAT_DIR)) NVCC="$(NVCC)" bash gpukit/compat_build.sh
 
 SWEEP ?= sweeps/default.json
 sweep: deps

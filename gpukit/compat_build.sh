@@ -2,8 +2,9 @@
 # gpukit/compat_build.sh — `make gpu-kit-compat`: the GPU kit for older and CUDA 12 machines, in
 # $BUILD/gpu-kit-compat/ (the same layout as `make gpu-kit`'s, at most 48 MiB). Needs root (debootstrap,
 # chroot, mount namespaces), the network the first time (Debian's mirror, PyPI) and this machine's CUDA
-# 13 nvcc; the roots take ~7 GB and some minutes to make once, under $COMPAT_DIR (default $BUILD/compat,
-# outside git), and are reused after that (each finished one has a .meshsweep-ready stamp).
+# 13 nvcc; the roots take ~7 GB and some minutes to make once, under $COMPAT_DIR (default
+# ~/.cache/meshsweep/compat: outside the tree, so neither git, `make clean` nor a test's copy of the
+# tree touches them), and are reused after that (each finished one has a .meshsweep-ready stamp).
 #
 #   build-root       Debian 11 (glibc 2.31) with gcc 10, Open MPI, OpenBLAS, jansson (-dev); the cu13 set
 #                    is built in it with this machine's CUDA 13 toolkit bind-mounted read-only at
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-C=${COMPAT_DIR:-$BUILD/compat}
+C=${COMPAT_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/meshsweep/compat}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 say() { echo "gpu-kit-compat: $*"; }

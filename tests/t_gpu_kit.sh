@@ -138,7 +138,7 @@ unshare -m bash "$T/inside.sh" "$T" "$KIT" "$BUILD"
 # where a PyTorch image has them (site-packages/nvidia/{cublas,nccl}/lib): the cu12 wheels for a cu12
 # image, this machine's CUDA 13 libraries for a cu13 one. The roots take minutes and the network to
 # make, so without them (a fresh clone, CI) these checks say skip; `make gpu-kit-compat` makes them.
-C=${COMPAT_DIR:-$BUILD/compat}
+C=${COMPAT_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/meshsweep/compat}
 R=$C/run-root
 ready=1
 for r in build-root build-root-cu12 run-root wheels; do [ -e "$C/$r/.meshsweep-ready" ] || ready=0; done
