@@ -57,7 +57,6 @@ make_cu12_root() {
   rmdir "$r/opt/cuda-13"
   echo "deb $MIRROR trixie main contrib non-free" > "$r/etc/apt/sources.list.d/trixie.list"
   printf 'Package: *\nPin: release n=trixie\nPin-Priority: 1\n' > "$r/etc/apt/preferences.d/trixie"
-  mkdir -p "$C/debs-cu12"
   in_root "$r" bash -c 'apt-get update -q && mkdir -p /tmp/dl && cd /tmp/dl && apt-get download -q nvidia-cuda-toolkit/trixie \
     nvidia-cuda-dev/trixie libcudart12/trixie libcublas12/trixie libcublaslt12/trixie libnvvm4/trixie libcu++-dev/trixie' \
     > "$C/build-root-cu12.log" 2>&1 || die "apt-get download of CUDA 12 failed (see $C/build-root-cu12.log)"
@@ -117,4 +116,4 @@ rm -rf "$C/build-root/src/out/gpu-kit"
 in_root "$C/build-root" env SETS="cu13=out/cu13 cu12=out/cu12" BUILD=out KIT=out/gpu-kit GIT_REV="$REV" bash /src/gpukit/make_kit.sh
 rm -rf "$BUILD/gpu-kit-compat"; cp -a "$C/build-root/src/out/gpu-kit" "$BUILD/gpu-kit-compat"
 echo "$REV" > "$BUILD/gpu-kit-compat/tree/GIT_REVISION"
-say "$BUILD/gpu-kit-compat: for glibc $(cat "$BUILD/gpu-kit-compat/glibc-min") or newer, CUDA 12 (driver 12.x, cuBLAS 12) and 13 machines"
+say "$BUILD/gpu-kit-compat: for glibc $(cat "$BUILD/gpu-kit-compat/glibc-min") or newer, a CUDA 12.4+ or 13 driver and the machine's cuBLAS 12 or 13"
