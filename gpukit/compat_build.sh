@@ -26,7 +26,7 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 say() { echo "gpu-kit-compat: $*"; }
 die() { echo "gpu-kit-compat: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mount namespaces)"
-command -v debootstrap >/dev/null || die "no debootstrap (apt-get install debootstrap)"
+for t in debootstrap unzip unshare; do command -v $t >/dev/null || die "no $t (apt-get install ${t/unshare/util-linux})"; done
 [ -x "$NVCC" ] && "$NVCC" --version | grep -q 'release 13\.' || die "the cu13 set needs this machine's CUDA 13 nvcc (NVCC=$NVCC)"
 CUDA13=$(cd "$(dirname "$(realpath "$NVCC")")/.." && pwd)
 mkdir -p "$C"
