@@ -25,6 +25,8 @@ ifeq ($(NO_CUDA),1)
   NVCC :=
 endif
 CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
+# the CUDA runtime: shared here; the kit's older-glibc build (make gpu-kit-compat) links it statically
+CUDART_LIB ?= -lcudart
 ifneq ($(NVCC),)
 ifneq ($(CUDA_SRCS),)
   CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -32,8 +34,8 @@ ifneq ($(CUDA_SRCS),)
   NVCCFLAGS := -O2 -std=c++17 -DMESHSWEEP_CUDA -I. -I$(CUDA_HOME)/include \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
     -gencode arch=compute_90,code=compute_90 \
-    -Xcompiler -Wall,-Wextra,-fPIC $(shell mpicc --showme:compile)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
+    -Xcompiler -Wall,-Wextra,-fPIC $(filter-out -pthread,$(shell mpicc --showme:compile))
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas $(CUDART_LIB) -lnccl -lstdc++
   CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
 endif
 endif
@@ -56,7 +58,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan calibrate tune clean fuzz lint lint-tools gpu-kit cuda-tools
+.PHONY: all deps data test test-gpu sweep plan calibrate tune clean fuzz lint lint-tools gpu-kit gpu-kit-compat cuda-tools
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -115,6 +117,12 @@ test-gpu: all
 # (docs/gpu.md, "Running on a GPU machine that lacks the packages"); tests/t_gpu_kit.sh checks it.
 gpu-kit: all
 	BUILD=$(BUILD) bash gpukit/make_kit.sh
+# `make gpu-kit-compat`: $(BUILD)/gpu-kit-compat/, the same kit for glibc 2.31 and CUDA 12 or 13 machines:
+# two binary sets built in Debian 11 roots kept under COMPAT_DIR (default ~/.cache/meshsweep/compat;
+# root, network and minutes the first time; never part of `make test`, whose t_gpu_kit.sh uses the
+# roots only where they exist)
+gpu-kit-compat:
+	BUILD=$(BUILD) $(if $(COMPAT_DIR),COMPAT_DIR=$(COMPAT_DIR)) NVCC="$(NVCC)" bash gpukit/compat_build.sh
 
 SWEEP ?= sweeps/default.json
 sweep: deps

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — the one command on a GPU machine: `bash build/gpu-kit/run.sh [OUTDIR] [--budget-s S]` (default
 # build/gpu-check, relative to where it is started). Unpacks the kit's packages into a private prefix
-# and sets the environment (setup.sh), checks that build/train resolves every library, then runs
+# and sets the environment, picks the binary set (cu13 or cu12) that the driver and the machine's cuBLAS
+# allow and unpacks it into the kit's tree/build (setup.sh), checks that build/train resolves every library, then runs
 # gpukit/gpu_check.sh on the carried binaries (built on the build machine; nothing is compiled here),
 # writing the logs, run records, the table and summary.json under OUTDIR. The 10-minute budget of the
 # check (or --budget-s S, passed on) counts from the start of this script, unpacking included.
@@ -19,10 +20,11 @@ done
 mkdir -p "$OUT_DIR" || { echo "run.sh: cannot create $OUT_DIR" >&2; exit 1; }
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 KIT=$(cd "$(dirname "$0")" && pwd)
-# Debian 12's libraries need a glibc at least as new as theirs (libevent: 2.36; Ubuntu 22.04 has 2.35)
+# the carried files need a glibc at least as new as the one they were built against (a kit of
+# `make gpu-kit-compat`: Debian 11's, 2.31 or older; of `make gpu-kit`: this build machine's)
 need=$(cat "$KIT/glibc-min" 2>/dev/null); have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }')
 if [ -n "$need" ] && [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
-  echo "run.sh: this machine's glibc $have is older than the $need the kit's Debian 12 libraries need (Debian 12, Ubuntu 24.04 or newer)" >&2
+  echo "run.sh: this machine's glibc $have is older than the $need the kit's binaries and libraries need (a kit made by make gpu-kit-compat needs 2.31)" >&2
   exit 1
 fi
 # shellcheck source=/dev/null
