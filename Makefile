@@ -58,7 +58,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJS)
 BINS := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 
-.PHONY: all deps data test test-gpu sweep plan calibrate tune clean fuzz lint lint-tools gpu-kit gpu-kit-compat cuda-tools
+.PHONY: all deps data test test-gpu sweep plan calibrate tune clean fuzz lint lint-tools gpu-kit gpu-kit-compat gpu-kit-compat-test cuda-tools
 all: $(BINS) $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -119,10 +119,12 @@ gpu-kit: all
 	BUILD=$(BUILD) bash gpukit/make_kit.sh
 # `make gpu-kit-compat`: $(BUILD)/gpu-kit-compat/, the same kit for glibc 2.31 and CUDA 12 or 13 machines:
 # two binary sets built in Debian 11 roots kept under COMPAT_DIR (default ~/.cache/meshsweep/compat;
-# root, network and minutes the first time; never part of `make test`, whose t_gpu_kit.sh uses the
-# roots only where they exist)
+# root, network and minutes the first time; never part of `make test`)
 gpu-kit-compat:
 	BUILD=$(BUILD) $(if $(COMPAT_DIR),COMPAT_DIR=$(COMPAT_DIR)) NVCC="$(NVCC)" bash gpukit/compat_build.sh
+# `make gpu-kit-compat-test`: that kit in a bare Debian 11 chroot (tests/t_gpu_kit.sh with its compat checks)
+gpu-kit-compat-test: all
+	BUILD=$(BUILD) $(if $(COMPAT_DIR),COMPAT_DIR=$(COMPAT_DIR)) NVCC="$(NVCC)" MESHSWEEP_KIT_COMPAT=1 ONLY=t_gpu_kit.sh bash tests/run.sh
 
 SWEEP ?= sweeps/default.json
 sweep: deps

@@ -31,6 +31,7 @@ for t in debootstrap unzip unshare; do command -v $t >/dev/null || die "no $t (a
 CUDA13=$(cd "$(dirname "$(realpath "$NVCC")")/.." && pwd)
 mkdir -p "$C"
 C=$(cd "$C" && pwd)
+exec 9> "$C/.lock" && flock 9 || die "cannot lock $C/.lock"   # one build at a time in the shared roots
 REV=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 in_root() { # ROOT COMMAND...: in a private mount namespace (proc, and CUDA 13 for the build root)
   local r=$1; shift
