@@ -355,6 +355,17 @@ static void bench_layer_ops(ctx_t *c, int W, int R, double L, double opt_scale) 
     r = add("attention backward", "attention backward", L, cuda_time_ms(b_att_bwd, c, W, R));
     snprintf(r->shape, sizeof r->shape, "B%d T%d H%d KV%d hd%d", c->B, c->T, c->H, c->KV, c->hd);
     r->tflops = tflops_of(2.5 * att_fl, r->ms);
+    /* the same backward with dQ folded into the dK/dV pass (fp32 atomics, --deterministic off): beside the
+     * step, not in it (the default run is deterministic) */
+    float *ws = c->ws;
+    c->ws = fbuf(attention_flash_fold_ws_floats(c->B, c->T, c->H, c->KV, c->hd));
+    const int was = cuda_attention_set_deterministic(0);
+    r = add("attention backward, dQ folded (--deterministic off)", "reference", 0, cuda_time_ms(b_att_bwd, c, W, R));
+    cuda_attention_set_deterministic(was);
+    D->dev_free(c->ws);
+    c->ws = ws;
+    snprintf(r->shape, sizeof r->shape, "B%d T%d H%d KV%d hd%d", c->B, c->T, c->H, c->KV, c->hd);
+    r->tflops = tflops_of(2.5 * att_fl, r->ms);
     const double act = (double)c->N * c->d * D->cbytes, actf = (double)c->N * c->f * D->cbytes;
     struct { const char *name, *group; double per; void (*fn)(void *); double bytes; int wide; } ops[] = {
         {"rmsnorm forward", "norms", 2 * L + 1, b_norm_fwd, 2 * act, 0},
@@ -403,7 +414,7 @@ static void b_sweep_bwd(void *p) {
 }
 /* MHA over `tokens` tokens of width `width` (FlashAttention-2's benchmark: 16384 tokens, 2048) */
 static void bench_attention_sweep(int small, int W, int R) {
-    static char names[8][48]; /* "attention sweep forward hd64 T2048": record names live as long as the records */
+    static char names[12][56]; /* "attention sweep forward hd64 T2048": record names live as long as the records */
     const int hds[2] = {64, 128}, Ts[2] = {2048, 8192}, width = small ? 128 : 2048, tokens = small ? 64 : 16384;
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < (small ? 1 : 2); j++) {
@@ -419,12 +430,15 @@ static void bench_attention_sweep(int small, int W, int R) {
                 if (b < 5) fill(*bufs[b], n, 1.0f);
             }
             a.lse = fbuf((size_t)a.B * a.H * a.T);
-            a.ws = fbuf(attention_flash_ws_floats(a.B, a.T, a.H, a.H, a.hd));
+            a.ws = fbuf(attention_flash_fold_ws_floats(a.B, a.T, a.H, a.H, a.hd)); /* either backward's */
             const double fl = 4.0 * a.B * a.H * (double)a.T * a.T * a.hd / 2.0;
-            for (int k = 0; k < 2; k++) {
-                char *nm = names[(i * 2 + j) * 2 + k];
-                snprintf(nm, sizeof names[0], "attention sweep %s hd%d T%d", k ? "backward" : "forward", a.hd, a.T);
+            for (int k = 0; k < 3; k++) { /* forward, backward, backward with dQ folded (--deterministic off) */
+                char *nm = names[(i * 2 + j) * 3 + k];
+                snprintf(nm, sizeof names[0], "attention sweep %s hd%d T%d",
+                         k == 2 ? "backward dQ folded" : k ? "backward" : "forward", a.hd, a.T);
+                const int was = cuda_attention_set_deterministic(k != 2);
                 const double ms = cuda_time_ms(k ? b_sweep_bwd : b_sweep_fwd, &a, W, R);
+                cuda_attention_set_deterministic(was);
                 rec_t *r = add(nm, "attention sweep", 0, ms);
                 snprintf(r->shape, sizeof r->shape, "B%d T%d H%d hd%d causal", a.B, a.T, a.H, a.hd);
                 r->tflops = tflops_of(k ? 2.5 * fl : fl, r->ms);

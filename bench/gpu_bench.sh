@@ -56,6 +56,7 @@ kmfug=$(num mfu_gemm_peak "$K"); kmfucg=$(num mfu_causal_gemm_peak "$K")
 peak=$(num peak_tflops "$K"); gpeak=$(num gemm_peak_tflops "$K"); pbw=$(num peak_gb_s "$K"); cbw=$(num copy_gb_s "$K")
 fpt=$(num flops_per_token "$K"); fptc=$(num flops_per_token_causal "$K")
 afw=$(kfield "attention forward" tflops); abw=$(kfield "attention backward" tflops)
+abwf=$(kfield "attention backward, dQ folded (--deterministic off)" tflops)
 adam=$(kfield "adamw fused (bf16 copy, zero g)" gb_s)
 step=""; mfu=""; toks=""
 if [ -n "$rec" ] && [ -f "$rec" ]; then step=$(num step_ms_median "$rec"); mfu=$(num mfu "$rec"); toks=$(num tok_s "$rec"); fi
@@ -71,11 +72,16 @@ for hd in 64 128; do for t in 2048 8192; do for dir in forward backward; do
   v=$(kfield "attention sweep $dir hd$hd T$t" tflops)
   sweep+=("attention $dir hd$hd T$t TFLOP/s" "${v:-n/a}")
   sweep_json="$sweep_json\"attention_${dir}_hd${hd}_T${t}_tflops\": ${v:-null}, "
-done; done; done
+done
+  v=$(kfield "attention sweep backward dQ folded hd$hd T$t" tflops)
+  sweep+=("attention backward dQ folded hd$hd T$t TFLOP/s" "${v:-n/a}")
+  sweep_json="$sweep_json\"attention_backward_folded_hd${hd}_T${t}_tflops\": ${v:-null}, "
+done; done
 {
   printf '# %-44s %14s\n' "figure" "value"
   printf '  %-44s %14s\n' "attention forward TFLOP/s (model shape)" "${afw:-n/a}" \
-    "attention backward TFLOP/s (model shape)" "${abw:-n/a}" "${sweep[@]}" \
+    "attention backward TFLOP/s (model shape)" "${abw:-n/a}" \
+    "attention backward dQ folded TFLOP/s (model shape)" "${abwf:-n/a}" "${sweep[@]}" \
     "fused AdamW GB/s" "${adam:-n/a}" "fused AdamW / datasheet bandwidth" "${adam_pk:-n/a}" \
     "fused AdamW / measured copy bandwidth" "${adam_cp:-n/a}" \
     "datasheet bf16 TFLOP/s" "${peak:-n/a}" "measured GEMM peak TFLOP/s" "${gpeak:-n/a}" \

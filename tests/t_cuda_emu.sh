@@ -64,6 +64,8 @@ if [ "$r" -ge 0 ]; then
   if [ "$r" -eq 0 ] && [ "$rows" -ge 30 ] && grep -q '^# kernel-sum step' "$O/gpu_bench.txt" \
      && [ "$(grep -c '"name": ' "$O/gpu_bench.json")" -ge 25 ] && grep -q '"kernel_sum_ms": [0-9]' "$O/gpu_bench.json" \
      && grep -q '"name": "attention sweep backward hd128' "$O/gpu_bench.json" \
+     && grep -q '"name": "attention sweep backward dQ folded hd128' "$O/gpu_bench.json" \
+     && grep -q '"name": "attention backward, dQ folded (--deterministic off)' "$O/gpu_bench.json" \
      && grep -q '"name": "adamw fused' "$O/gpu_bench.json" && grep -q '"mfu_causal_gemm_peak": ' "$O/gpu_bench.json"; then
     ok cuda_emu_gpu_bench_small
   else
