@@ -1,6 +1,9 @@
 /* core/engine/engine.c — making and releasing the engine value (see engine.h). The one place that
  * knows which backends this build has. */
 #include "core/engine/engine.h"
+#ifdef MESHSWEEP_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +39,14 @@ void engine_init_plan(engine_t *E, dtype_t dtype, uint64_t budget) {
 void engine_set_trace(engine_t *E, const engine_trace *t) {
     E->trace = t;
     E->comm.trace = t ? t->comm : NULL;
+}
+
+void engine_attention_fold(const engine_t *E, int fold) {
+#ifdef MESHSWEEP_CUDA
+    if (E->dev == &device_cuda) cuda_attention_set_deterministic(!fold);
+#else
+    (void)E; (void)fold;
+#endif
 }
 
 void engine_release(engine_t *E) {

@@ -42,6 +42,9 @@ int engine_init(engine_t *E, const device_t *dev, dtype_t dtype, char *err, size
 void engine_init_plan(engine_t *E, dtype_t dtype, uint64_t budget);
 /* Attach a recorder (NULL: none) to the engine and its groups' context. */
 void engine_set_trace(engine_t *E, const engine_trace *t);
+/* --deterministic off with the flash attention: the CUDA backward folds dq into its dk/dv pass (fp32
+ * atomics); set once per model, for the process (other backends: nothing) */
+void engine_attention_fold(const engine_t *E, int fold);
 /* Release every buffer of the engine (its arena) and its groups' staging; init it again to reuse it. */
 void engine_release(engine_t *E);
 /* bytes of one element of compute precision */

@@ -26,9 +26,6 @@
 #include "core/engine/init.h"
 #include "core/engine/mem.h"
 #include "core/common/parse.h"
-#ifdef MESHSWEEP_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +110,7 @@ int model_init(model_t *M, engine_t *E, const model_config *cfg, const mesh_t *m
                comm_group *dpg, const model_opts *opt, char *err, size_t errlen) {
     memset(M, 0, sizeof *M);
     M->cfg = *cfg; M->mesh = *mesh; M->E = E; M->opt = *opt;
+    engine_attention_fold(E, opt->attention_flash && opt->nondeterministic);
     if (tp_shape_of(&M->sh, cfg, mesh->tp, mesh->tp_rank, err, errlen)) return -1;
     int sp = opt->sequence_parallel && mesh->tp > 1;
     if (sp && opt->T % mesh->tp) {
@@ -328,9 +326,6 @@ static floatX *layer_backward(model_t *M, int i, layer_acts *a, floatX *dx_out) 
     float *ws = WS32(!M->opt.attention_flash ? attention_ws_floats(T)
                      : fold                  ? attention_flash_fold_ws_floats(B, T, Hl, KVl, hd)
                                              : attention_flash_ws_floats(B, T, Hl, KVl, hd));
-#ifdef MESHSWEEP_CUDA
-    if (M->E->dev == &device_cuda) cuda_attention_set_deterministic(!fold);
-#endif
     o->attention_backward(dq, dk, dv, ws, dao, a->ao, a->lse, a->q, a->k, a->v, B, T, Hl, KVl, hd);
     FREE(ws); FREE(dao);
     o->rope_backward(dq, dq, M->rope, B, T, Hl, hd);
