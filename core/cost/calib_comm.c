@@ -101,9 +101,14 @@ static int iters_of(double S, int scale) {
     return it < 2 ? 2 : it;
 }
 
-/* one loop of iters calls of one size on every group at once: the max over ranks of its mean (us) */
+/* one loop of iters calls of one size on every group at once: the max over ranks of its mean (us). The
+ * idle barrier sleep-polls in 1 ms naps, so its ranks leave it up to a nap apart: one untimed call first
+ * lines the group's ranks up, as the collectives before it line a step's ranks up. (Without it the first
+ * timed call waited for the last rank's nap: on 2 ranks of the 2-core host every size up to 64 KiB measured
+ * ~57 us against build/commbench's 2-3 us, and a TP step of tiny was priced ~5 ms slow.) */
 static double time_loop(comm_group *g, int kind, int started, float *a, float *b, double S, int iters) {
     cost_calib_idle_barrier();
+    call(g, kind, started, a, b, (size_t)S);
     double t0 = comm_now_ms();
     for (int i = 0; i < iters; i++) call(g, kind, started, a, b, (size_t)S);
     double t = (comm_now_ms() - t0) * 1e3 / iters;
