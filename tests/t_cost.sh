@@ -87,7 +87,8 @@ if MESHSWEEP_MACHINE=$FIX must cost_run "${MPIRUN[@]}" -np 2 "$TRAIN" --tp 2 --m
 fi
 
 # ---- calibration on a tiny grid, and its drift check ----------------------------------------------
-if must cost_calibrate_quick "${MPIRUN[@]}" -np 2 "$CAL" --quick --model tiny --tp 2 --seq-len 16 --verbose 1 \
+# (MESHSWEEP_CALIB_SEQUENCE=1: the step replays run with no more ranks than cores too, as with more)
+if MESHSWEEP_CALIB_SEQUENCE=1 must cost_calibrate_quick "${MPIRUN[@]}" -np 2 "$CAL" --quick --model tiny --tp 2 --seq-len 16 --verbose 1 \
      --out "$T/m.json" > "$T/c.log" 2>&1; then
   jt "$T/m.json" 'd["schema"] == "meshsweep.machine/1" and d["calibrated"] and d["cores"] >= 1 and len(d["compute"]["gemm"]) > 0 and any(c.get("ranks") == 2 and c["kind"] == "reduce_scatter" and len(c["table"]) >= 3 for c in d["comm"]["collectives"])' \
     && ok cost_calibrate_file || fail cost_calibrate_file "$(head -c 300 "$T/m.json")"
@@ -117,6 +118,10 @@ if must cost_calibrate_one_rank "$CAL" --quick --model tiny --seq-len 16 --out "
     && ok cost_check_one_rank_no_nan || fail cost_check_one_rank_no_nan "exit $rc: $(grep 'machine check' "$T/chk2.log")"
   jt "$T/one.json" 'd["sources"]["comm.collectives"].startswith("none measured (one rank)")' && ok cost_calibrate_one_rank_placeholder_said \
     || fail cost_calibrate_one_rank_placeholder_said "$(j "$T/one.json" 'd["sources"].get("comm.collectives")')"
+  # one rank has a core of its own: no step replays, the factor 1 and why
+  jt "$T/one.json" 'd["compute"]["sequence_factor"] == 1 and d["sources"]["compute.sequence_factor"].startswith("1: not measured with no more ranks than cores")' \
+    && ok cost_calibrate_no_sequence_factor_undersubscribed \
+    || fail cost_calibrate_no_sequence_factor_undersubscribed "$(j "$T/one.json" '[d["compute"].get("sequence_factor"), d["sources"].get("compute.sequence_factor")]')"
 fi
 
 # ---- a loaded host: refused before anything is measured, or --force records that it was forced -------
