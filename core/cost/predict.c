@@ -70,30 +70,46 @@ static int predict(const cost_req *q, uint64_t budget, mem_stats *corner, cost_p
     int rph = q->ranks_per_host > 0 ? q->ranks_per_host : cost_default_ranks_per_host(q->m, q->world);
     int W = q->world, tp = q->tp, nm = model_micro_batches(&q->mo), cut = fewer && nm == 3;
     int cand[5] = {0, tp - 1, W - tp, W - 1, (W - 1) / rph * rph};
-    size_t ends[3] = {0};
-    cost_trace t = {0}, t2 = {0};
+    /* the replays: one per distinct rank (per distinct TP rank with share_dp_ranks), each kept with its
+     * memory and its cut; the timelines: one per replay and placement (a placement is the shapes of the
+     * rank's groups, all the timeline reads of it) */
+    /* the events' buffers are kept from call to call (a search prices thousands of cells: growing them from
+     * nothing each time took more system time than the replays); one process prices one cell at a time */
+    static cost_trace t[5], t2[5];
+    mem_stats mem[5];
+    int key[5], cut_ok[5], nrec = 0;
+    struct { int rec, shape[COST_NGROUPS][3]; cost_result r, r2; } tl[5];
+    int ntl = 0;
     p->rank = -1;
     if (cut) memset(fewer, 0, sizeof *fewer), fewer->rank = -1;
     int rc = 0;
     for (int k = 0; k < 5 && !rc; k++) {
-        int seen = -1;
-        for (int j = 0; j < k && seen < 0; j++) if (cand[j] == cand[k]) seen = j;
-        if (seen >= 0) {
-            if (corner && k < 4) corner[k] = corner[seen];
-            continue;
+        int kk = q->share_dp_ranks ? cand[k] % tp : cand[k], i = 0;
+        while (i < nrec && key[i] != kk) i++;
+        if (i == nrec) {
+            size_t ends[3] = {0};
+            if (cost_record_step_mem(q->cfg, W, tp, cand[k], q->dtype, &q->mo, budget, &t[i], corner ? &mem[i] : NULL,
+                                     cut ? ends : NULL, err, errlen)) { rc = -1; break; }
+            key[i] = kk, nrec++;
+            cut_ok[i] = cut && !cut_micro(&t[i], ends[0], ends[1], &t2[i]);
         }
-        if (cost_record_step_mem(q->cfg, W, tp, cand[k], q->dtype, &q->mo, budget, &t, corner && k < 4 ? &corner[k] : NULL,
-                                 cut ? ends : NULL, err, errlen)) { rc = -1; break; }
+        if (corner && k < 4) corner[k] = mem[i];
         cost_place pl = {.world = W, .tp = tp, .rank = cand[k], .ranks_per_host = rph, .replicate = q->mo.replicate};
-        cost_result r;
-        if (cost_timeline(&t, q->m, &pl, &r, err, errlen)) { rc = -2; break; }
-        if (p->rank < 0 || r.step_ms > p->r.step_ms) { p->r = r; p->rank = cand[k]; }
-        if (cut && !cut_micro(&t, ends[0], ends[1], &t2) && !cost_timeline(&t2, q->m, &pl, &r, err, errlen)) {
-            if (fewer->rank < 0 || r.step_ms > fewer->r.step_ms) { fewer->r = r; fewer->rank = cand[k]; }
+        int shape[COST_NGROUPS][3], j = 0;
+        for (int g = 0; g < COST_NGROUPS; g++) cost_group_shape(&pl, g, &shape[g][0], &shape[g][1], &shape[g][2]);
+        while (j < ntl && !(tl[j].rec == i && !memcmp(tl[j].shape, shape, sizeof shape))) j++;
+        if (j == ntl) {   /* a new replay or placement: priced (else the same figures as before) */
+            tl[j].rec = i;
+            memcpy(tl[j].shape, shape, sizeof shape);
+            if (cost_timeline(&t[i], q->m, &pl, &tl[j].r, err, errlen)) { rc = -2; break; }
+            if (cut_ok[i] && cost_timeline(&t2[i], q->m, &pl, &tl[j].r2, err, errlen)) cut_ok[i] = 0;
+            ntl++;
+        }
+        if (p->rank < 0 || tl[j].r.step_ms > p->r.step_ms) { p->r = tl[j].r; p->rank = cand[k]; }
+        if (cut && cut_ok[i]) {
+            if (fewer->rank < 0 || tl[j].r2.step_ms > fewer->r.step_ms) { fewer->r = tl[j].r2; fewer->rank = cand[k]; }
         } else cut = 0;
     }
-    cost_trace_free(&t);
-    cost_trace_free(&t2);
     if (rc) return rc;
     rates(q, rph, nm, p);
     if (cut) rates(q, rph, nm - 1, fewer), *fewer_ok = 1;

@@ -17,6 +17,11 @@ typedef struct cost_req {
     dtype_t dtype;              /* its compute precision */
     int ranks_per_host;         /* 0: the machine's default (cost_default_ranks_per_host) */
     const cost_machine *m;
+    /* 1: a corner rank whose TP rank an earlier corner has is not replayed again: its step and its memory
+     * are that corner's (FSDP pads every shard to one size, so the ranks of one TP rank differ only in
+     * where they are placed, which the timeline still prices for each; build/tune, checked cell by cell
+     * against build/train --plan, which replays every corner: tests/t_tune.sh). 0: every corner replayed. */
+    int share_dp_ranks;
 } cost_req;
 
 typedef struct cost_prediction {

@@ -154,7 +154,7 @@ static int recomputed(int L, int ckpt) { return ckpt == 0 ? 0 : ckpt == 1 ? L : 
 
 static cost_req request(const tune_space *S, const job_t *j, int tp, int N) {
     cost_req q = {.cfg = &j->cfg, .world = S->o.world, .tp = tp, .mo = j->mo, .dtype = j->dtype,
-                  .ranks_per_host = S->o.gpus_per_host, .m = &S->machine};
+                  .ranks_per_host = S->o.gpus_per_host, .m = &S->machine, .share_dp_ranks = !S->o.full_replay};
     q.mo.grad_accum = N;
     return q;
 }
