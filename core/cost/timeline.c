@@ -71,8 +71,9 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
     size_t npd = 0, cap = 0;
     memo *tab = calloc(MEMO_CAP, sizeof *tab);   /* NULL (no memory): every op looked up */
     int nmemo = 0;
-    /* the ops' sums in locals (the same additions in the same order as into *r: the same bits), not through r */
-    double class_ms[COST_NCLASS] = {0}, op_ms[COST_NOPS] = {0}, compute_ms = 0, issue_ms = 0, overlap_ms = 0;
+    /* the ops' sums in locals, in microseconds, by op kind: the classes are summed from the kinds at the end
+     * (a class sum per event, through a call and a division, was a third of a search's time) */
+    double op_sum[COST_NOPS] = {0}, compute_us = 0, issue_us = 0, overlap_us = 0;
     int n_ops = 0;
     const cost_event *prev = NULL;
     double prev_us = 0;
@@ -85,20 +86,19 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
                 prev_us = op_us(m, e, tab, &nmemo);
             prev = e;
             double d = prev_us * share;
-            class_ms[cost_op_class_of((cost_op_kind)e->kind)] += d / 1e3;
-            op_ms[e->kind] += d / 1e3;
-            compute_ms += d / 1e3;
+            op_sum[e->kind] += d;
+            compute_us += d;
             n_ops++;
             if (m->async) {             /* the op reaches the device once the host has issued it */
                 th += m->launch_us;
-                issue_ms += m->launch_us / 1e3;
+                issue_us += m->launch_us;
                 double s0 = maxd(tc, th), dd = d;
                 if (m->overlap && m->overlap_slowdown > 0 && tm > s0) {
                     /* slower while the collective runs, at full speed after it ends */
                     double slow = 1 + m->overlap_slowdown;
                     dd = s0 + d * slow <= tm ? d * slow : (tm - s0) + (d - (tm - s0) / slow);
-                    overlap_ms += (dd - d) / 1e3;
-                    compute_ms += (dd - d) / 1e3;
+                    overlap_us += dd - d;
+                    compute_us += dd - d;
                 }
                 tc = s0 + dd;
                 if (e->host) th = maxd(th, tc);          /* the host waits for the result */
@@ -149,8 +149,11 @@ int cost_timeline(const cost_trace *t, const cost_machine *m, const cost_place *
     }
     free(pd);
     free(tab);
-    memcpy(r->class_ms, class_ms, sizeof class_ms), memcpy(r->op_ms, op_ms, sizeof op_ms);
-    r->compute_ms = compute_ms, r->host_issue_ms = issue_ms, r->overlap_ms = overlap_ms, r->n_ops = n_ops;
+    for (int k = 0; k < COST_NOPS; k++) {
+        r->op_ms[k] = op_sum[k] / 1e3;
+        r->class_ms[cost_op_class_of((cost_op_kind)k)] += op_sum[k] / 1e3;
+    }
+    r->compute_ms = compute_us / 1e3, r->host_issue_ms = issue_us / 1e3, r->overlap_ms = overlap_us / 1e3, r->n_ops = n_ops;
     double end = maxd(maxd(th, tc), tm);
     r->step_ms = end / 1e3;
     r->exposed_comm_ms = r->step_ms - r->compute_ms > 0 ? r->step_ms - r->compute_ms : 0;
