@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ typedef struct search {
     int nm, refused[MAX_MESHES];
     task *tasks;
     int nt;
+    int *next;   /* the next task to take, in memory every worker process shares (NULL: one process) */
 } search;
 
 static double now_s(void) {
@@ -121,22 +123,26 @@ static int read_all(int fd, void *p, size_t n) {
     return 0;
 }
 
-static void progress(const tune_space *S, int done, int mine, int jobs, double t0, int last) {
-    fprintf(stderr, "%stune: %d of %d tasks of this process (%d processes): %d cells, %d fit, %.1f s%s", isatty(2) ? "\r" : "",
-            done, mine, jobs, S->n, S->n_fit, now_s() - t0, last || !isatty(2) ? "\n" : "   ");
+static void progress(const tune_space *S, int taken, int all, int jobs, double t0, int last) {
+    fprintf(stderr, "%stune: %d of %d tasks taken (%d process%s); this one: %d cells, %d fit, %.1f s%s", isatty(2) ? "\r" : "",
+            taken, all, jobs, jobs > 1 ? "es" : "", S->n, S->n_fit, now_s() - t0, last || !isatty(2) ? "\n" : "   ");
     fflush(stderr);
 }
 
-/* worker w's tasks (every jobs-th); 0, -1, 130 */
+/* worker w's tasks: the next one no worker has taken (X->next, shared by the processes), so the workers end
+ * together whatever their tasks cost (every jobs-th task, as before, left one process planning alone for
+ * the last second of the 8B search). The cells come back in any order: the merge sorts them. 0, -1, 130 */
 static int work(search *X, int w, int jobs, int (*interrupted)(void), double t0) {
     engine_t P;
     engine_init_plan(&P, X->S->base.dtype, 0);
-    int mine = (X->nt - w + jobs - 1) / jobs, done = 0, rc = 0;
+    int done = 0, rc = 0;
     double shown = now_s();
-    for (int k = w; k < X->nt && !rc; k += jobs) {
+    for (;;) {
+        int k = X->next ? __atomic_fetch_add(X->next, 1, __ATOMIC_RELAXED) : done;
+        if (k >= X->nt || rc) break;
         rc = run_task(X, &P, &X->tasks[k], interrupted);
         done++;
-        if (w == 0 && now_s() - shown > (isatty(2) ? 0.5 : 5.0)) { progress(X->S, done, mine, jobs, t0, 0); shown = now_s(); }
+        if (w == 0 && now_s() - shown > (isatty(2) ? 0.5 : 5.0)) { progress(X->S, k + 1, X->nt, jobs, t0, 0); shown = now_s(); }
     }
     engine_release(&P);
     return rc;
@@ -184,6 +190,7 @@ static int run_workers(search *X, int jobs, int (*interrupted)(void), double t0)
     }
     if (started < jobs) { /* no fork: this process does them all */
         for (int w = 1; w < started; w++) collect(X->S, pid[w], fd[w], 1);
+        *X->next = 0;
         return work(X, 0, 1, interrupted, t0);
     }
     rc = work(X, 0, jobs, interrupted, t0);
@@ -255,7 +262,11 @@ int tune_space_build(tune_space *S, const tune_opts *o, int (*interrupted)(void)
     S->jobs = o->jobs ? o->jobs : cores < 1 ? 1 : cores > 8 ? 8 : (int)cores;
     if (plan_meshes(&X)) { free(X.tasks); snprintf(err, errlen, "out of host memory for the tasks"); return 1; }
     int jobs = S->jobs < X.nt ? S->jobs : X.nt > 0 ? X.nt : 1;
+    void *sh = jobs > 1 ? mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    X.next = sh == MAP_FAILED ? NULL : sh;
+    if (!X.next) jobs = 1;   /* no shared counter: one process takes every task */
     rc = X.nt ? run_workers(&X, jobs, interrupted, t0) : 0;
+    if (X.next) munmap(sh, sizeof(int));
     free(X.tasks);
     if (rc == 130) { S->interrupted = 1; return 130; }
     if (rc || unreachable_rows(&X)) { snprintf(err, errlen, "a worker failed or host memory ran out while planning the cells"); return 1; }
