@@ -15,7 +15,9 @@
 # build/calibrate refuses a loaded host: FORCE=1 calibrates anyway (the page then says it was forced).
 # Writes results/bench/prediction.md (OUT=...); notes below the marker line are kept. A benchmark, not a
 # test: it asserts nothing (the targets are on the page).
-# Usage: bash bench/prediction.sh   (env: ROUNDS=5 STEPS=20 CALIBRATIONS=1 FORCE=0 CALIBRATE=1 (0: keep the
+# EACH_ROUND=1 calibrates every world size just before each round instead (round r predicts with calibration r),
+# so a launch is predicted from a file minutes old, not from one taken before every round.
+# Usage: bash bench/prediction.sh   (env: ROUNDS=5 STEPS=20 CALIBRATIONS=1 EACH_ROUND=0 FORCE=0 CALIBRATE=1 (0: keep the
 #        files of the previous run, $BUILD/machines/prediction-W-C.json) OUT=results/bench/prediction.md
 #        MESHES="MODEL:WORLD:TP:BATCH:SEQ ..." (default below: tiny at 1x1, 2x1, 1x2 and the default sweep's
 #        four 8-rank meshes))
@@ -27,6 +29,7 @@ STEPS=${STEPS:-20}
 FORCE=${FORCE:-0}
 CALIBRATE=${CALIBRATE:-1}
 CALIBRATIONS=${CALIBRATIONS:-1}
+EACH_ROUND=${EACH_ROUND:-0}
 OUT=${OUT:-results/bench/prediction.md}
 MESHES=${MESHES:-tiny:1:1:8:64 tiny:2:1:8:64 tiny:2:2:8:64 tiny:8:1:4:64 tiny:8:2:4:64 tiny:8:4:4:64 tiny:8:8:4:64}
 DATA=$BUILD/data/kjv/train.bin
@@ -51,6 +54,8 @@ HZ=$(getconf CLK_TCK)
 other_before() { local a b; a=$(stat); sleep 1; b=$(stat); awk -v a="$a" -v b="$b" -v c="$(nproc)" 'BEGIN{split(a,x," "); split(b,y," "); d=y[2]-x[2]; printf "%.2f", (d > 0 ? (y[1]-x[1])/d*c : 0)}'; }
 calworld() { echo "$1"; }   # the calibration a mesh of this world predicts with: one of its own number of ranks
 CMDS=()
+declare -A SPECS
+WORLDS=()
 mkdir -p "$BUILD/machines"
 
 # ---- one calibration per world size, on the steps of its meshes (a spec per model, seq and batch) ----
@@ -66,34 +71,41 @@ for cw in $(for m in $MESHES; do IFS=: read -r _ w _ _ _ <<< "$m"; calworld "$w"
       "$cw" "$cw" "$meshes" "$mo" "$s" "$STEPS" "$b" "$(pwd)/$DATA" > "$f"
     specs+=("$f")
   done
-  for c in $(seq 1 "$CALIBRATIONS"); do
-    mf=$BUILD/machines/prediction-$cw-$c.json
-    if [ "$CALIBRATE" = 1 ] || [ ! -s "$mf" ]; then
-      cmd=(mpirun --oversubscribe -np "$cw" "$BUILD/calibrate" --spec "$(IFS=,; echo "${specs[*]}")" --out "$mf" --verbose 1
-           --build "$(git describe --always --dirty 2>/dev/null || echo unknown)")
-      [ "$FORCE" = 1 ] && cmd+=(--force)
-      CMDS+=("${cmd[*]}")
-      l0=$(load)
-      # a refusal of a loaded host is retried twice, 20 s apart (on the quiet 2-core host one GEMM's spread
-      # over its 7 timings passed the 25 % limit now and then with nothing else running)
-      for try in 1 2 3; do
-        "${cmd[@]}" > "$T/calibrate-$cw-$c.log" 2>&1 && break
-        grep -q 'the host is loaded' "$T/calibrate-$cw-$c.log" && [ "$try" -lt 3 ] || {
-          echo "prediction: calibration $c of $cw ranks failed: $(grep '^calibrate: ' "$T/calibrate-$cw-$c.log" | tail -1)" >&2
-          exit 1; }
-        echo "prediction: calibration $c of $cw ranks refused (try $try of 3): $(grep '^calibrate: ' "$T/calibrate-$cw-$c.log" | tail -1)" >&2
-        sleep 20
-      done
-      echo "$l0 | $(load)" > "$T/calibrate-$cw-$c.load"
-      echo "prediction: $(grep '^calibrate: wrote' "$T/calibrate-$cw-$c.log")" >&2
-    fi
-    cp "$mf" "$T/machine-$cw-$c.json"
-  done
+  SPECS[$cw]=$(IFS=,; echo "${specs[*]}")
+  WORLDS+=("$cw")
 done
+# calibration c of cw ranks: $BUILD/machines/prediction-cw-c.json, copied to $T
+cal_one() {
+  local cw=$1 c=$2 l0 try cmd mf
+  mf=$BUILD/machines/prediction-$cw-$c.json
+  if [ "$CALIBRATE" = 1 ] || [ ! -s "$mf" ]; then
+    cmd=(mpirun --oversubscribe -np "$cw" "$BUILD/calibrate" --spec "${SPECS[$cw]}" --out "$mf" --verbose 1
+         --build "$(git describe --always --dirty 2>/dev/null || echo unknown)")
+    [ "$FORCE" = 1 ] && cmd+=(--force)
+    CMDS+=("${cmd[*]}")
+    l0=$(load)
+    # a refusal of a loaded host is retried twice, 20 s apart (on the quiet 2-core host one GEMM's spread
+    # over its 7 timings passed the 25 % limit now and then with nothing else running)
+    for try in 1 2 3; do
+      "${cmd[@]}" > "$T/calibrate-$cw-$c.log" 2>&1 && break
+      grep -q 'the host is loaded' "$T/calibrate-$cw-$c.log" && [ "$try" -lt 3 ] || {
+        echo "prediction: calibration $c of $cw ranks failed: $(grep '^calibrate: ' "$T/calibrate-$cw-$c.log" | tail -1)" >&2
+        exit 1; }
+      echo "prediction: calibration $c of $cw ranks refused (try $try of 3): $(grep '^calibrate: ' "$T/calibrate-$cw-$c.log" | tail -1)" >&2
+      sleep 20
+    done
+    echo "$l0 | $(load)" > "$T/calibrate-$cw-$c.load"
+    echo "prediction: $(grep '^calibrate: wrote' "$T/calibrate-$cw-$c.log")" >&2
+  fi
+  cp "$mf" "$T/machine-$cw-$c.json"
+}
+if [ "$EACH_ROUND" = 1 ]; then CALIBRATIONS=$ROUNDS   # calibration r, just before round r
+else for cw in "${WORLDS[@]}"; do for c in $(seq 1 "$CALIBRATIONS"); do cal_one "$cw" "$c"; done; done; fi
 
 # ---- ROUNDS rounds, every mesh launched once per round --------------------------------------------
 i=0
 for r in $(seq 1 "$ROUNDS"); do
+  [ "$EACH_ROUND" = 1 ] && for cw in "${WORLDS[@]}"; do cal_one "$cw" "$r"; done
   for m in $MESHES; do
     IFS=: read -r mo w tp b s <<< "$m"
     i=$((i + 1))
