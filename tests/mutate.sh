@@ -207,6 +207,11 @@ mut 'folded dq: dS read before every warp has written it' \
     '/* barrier removed */' \
     'kernels/cuda/attention_bwd.cu' \
     't_cuda_emu'
+mut '--deterministic off never reaches the CUDA attention' \
+    'if \(E->dev == &device_cuda\) cuda_attention_set_deterministic\(!fold\);' \
+    '(void)fold;' \
+    'core/*/*.c' \
+    't_cuda_engine_emu'
 sel=("$@")
 SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
 rows=(); bad=0

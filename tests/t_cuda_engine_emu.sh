@@ -253,7 +253,8 @@ cat > "$T/m64.json" <<'JSON'
  "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64}
 JSON
 for d in on off; do
-  timeout 600 "$O/train" --model "$T/m64.json" --seq-len 24 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" \
+  rm -f "$T/detst_$d".*
+  MESHSWEEP_EMU_STATS="$T/detst_$d" timeout 600 "$O/train" --model "$T/m64.json" --seq-len 24 --steps 2 --grad-clip 0.5 --data "$BUILD/data/kjv/train.bin" \
     --log-every 100 --backend cuda --dtype bf16 --batch-size 2 --deterministic $d --out "$T/det_$d.json" >"$T/det_$d.log" 2>&1 \
     || fail "cuda_engine_emu_deterministic_$d" "run failed: $(grep -v '^\s*$' "$T/det_$d.log" | tail -3 | tr '\n' ' ')"
 done
@@ -274,6 +275,15 @@ wa, wb = a["memory"]["by_category"]["workspace"], b["memory"]["by_category"]["wo
 print(f"ok   cuda_engine_emu_deterministic_off_dq_workspace  ({wb} - {wa} bytes)" if wb - wa == 2 * 24 * 2 * 64 * 4 else
       f"FAIL cuda_engine_emu_deterministic_off_dq_workspace: workspace {wb} - {wa} = {wb - wa} bytes, want {2 * 24 * 2 * 64 * 4}")
 PY
+# which kernels each run launched (the emulator's counts by kernel name): the deterministic backward runs
+# the separate dQ kernel, the folded one none of it and adds its fp32 dQ instead, as many times; so the
+# flag reached the kernel, which equal losses and the workspace alone could not show
+kc() { cat "$T/detst_$1".* 2>/dev/null | awk -v k="launch:$2" '$1 == k {s += $2} END {print s + 0}'; }
+dq_on=$(kc on 'attention_backward_dq_tc_kernel<HD>'); dq_off=$(kc off 'attention_backward_dq_tc_kernel<HD>')
+add_on=$(kc on attention_dq_add_kernel); add_off=$(kc off attention_dq_add_kernel)
+if [ "$dq_on" -gt 0 ] && [ "$add_on" = 0 ] && [ "$dq_off" = 0 ] && [ "$add_off" = "$dq_on" ]; then
+  ok "cuda_engine_emu_deterministic_off_reaches_the_kernel  (on: $dq_on dQ kernels; off: $add_off folded dQ adds, no dQ kernel)"
+else fail cuda_engine_emu_deterministic_off_reaches_the_kernel "dQ kernel launches on $dq_on / off $dq_off, folded dQ adds on $add_on / off $add_off"; fi
 /usr/bin/python3 - "$T/1x1.json" "$T/bf16_1x1.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])

@@ -52,6 +52,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -147,7 +148,8 @@ inline cudaError_t cudaGetLastError() { cudaError_t e = emu_last_error; emu_last
 inline cudaError_t emu_fail(cudaError_t e) { emu_last_error = e; return e; }
 
 /* What the runtime was asked to do, for tests (MESHSWEEP_EMU_STATS=PREFIX writes PREFIX.<pid> at
- * exit, one "name count" line each). device_sync counts cudaDeviceSynchronize only; cudaFree and
+ * exit, one "name count" line each, then one "launch:KERNEL count" line per kernel launched, by the name
+ * its LAUNCH gave: which kernels a run reached). device_sync counts cudaDeviceSynchronize only; cudaFree and
  * cudaMalloc synchronise the device as well on real GPUs and have their own counters. */
 struct emu_counters {
     uint64_t cudaMalloc, cudaFree, cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize,
@@ -156,6 +158,7 @@ struct emu_counters {
 inline void emu_dump_counters();
 struct emu_state_t {
     emu_counters n{};
+    std::map<std::string, uint64_t> by_kernel; /* launches by kernel name */
     bool errors_fatal = true; /* self-tests set false and read `errors` instead */
     uint64_t errors = 0;
     ~emu_state_t() { emu_dump_counters(); }
@@ -178,6 +181,7 @@ inline void emu_dump_counters() {
             (unsigned long long)c.cudaFreeAsync, (unsigned long long)c.pool_grow,
             (unsigned long long)c.pool_release, (unsigned long long)c.launches,
             (unsigned long long)c.memcpy_to_host);
+    for (const auto &k : emu_state.by_kernel) fprintf(f, "launch:%s %llu\n", k.first.c_str(), (unsigned long long)k.second);
     fclose(f);
 }
 /* an error of the program under emulation (not of the emulator): fatal unless a self-test asked */
@@ -795,6 +799,7 @@ inline void emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t st, cons
         return;
     }
     emu_state.n.launches++;
+    emu_state.by_kernel[name]++;
     std::vector<uint64_t> refs;
     (emu_ref_arg(refs, args, name), ...);
     auto tup = std::make_tuple(args...);
