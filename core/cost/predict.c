@@ -72,9 +72,9 @@ static int predict(const cost_req *q, uint64_t budget, mem_stats *corner, cost_p
     int cand[5] = {0, tp - 1, W - tp, W - 1, (W - 1) / rph * rph};
     /* the replays: one per distinct rank (per distinct TP rank with share_dp_ranks), each kept with its
      * memory and its cut; the timelines: one per replay and placement (a placement is the shapes of the
-     * rank's groups, all the timeline reads of it) */
-    /* the events' buffers are kept from call to call (a search prices thousands of cells: growing them from
-     * nothing each time took more system time than the replays); one process prices one cell at a time */
+     * rank's groups, all the timeline reads of it). The events' buffers are kept from call to call (a
+     * search prices thousands of cells: growing them from nothing each time took more system time than
+     * the replays); one process prices one cell at a time. */
     static cost_trace t[5], t2[5];
     mem_stats mem[5];
     int key[5], cut_ok[5], nrec = 0;
