@@ -77,8 +77,8 @@ static int predict(const cost_req *q, uint64_t budget, mem_stats *corner, cost_p
      * the replays); one process prices one cell at a time. */
     static cost_trace t[5], t2[5];
     mem_stats mem[5];
-    int key[5], cut_ok[5], nrec = 0;
-    struct { int rec, shape[COST_NGROUPS][3]; cost_result r, r2; } tl[5];
+    int key[5] = {0}, cut_ok[5] = {0}, nrec = 0;
+    struct { int rec, shape[COST_NGROUPS][3]; cost_result r, r2; } tl[5] = {{0}};
     int ntl = 0;
     p->rank = -1;
     if (cut) memset(fewer, 0, sizeof *fewer), fewer->rank = -1;
