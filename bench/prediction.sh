@@ -48,10 +48,10 @@ unset MESHSWEEP_MACHINE MESHSWEEP_CALIBRATE MESHSWEEP_LOADAVG
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # /proc/stat's first line: busy jiffies of every core (all but idle and iowait; steal included: another
 # guest of the hypervisor holding our cores is other work too), total jiffies, steal jiffies
-stat() { awk '/^cpu /{b=0; for(i=2;i<=NF;i++) if(i!=5 && i!=6) b+=$i; t=0; for(i=2;i<=NF;i++) t+=$i; print b, t, $9; exit}' /proc/stat; }
+cpustat() { awk '/^cpu /{b=0; for(i=2;i<=NF;i++) if(i!=5 && i!=6) b+=$i; t=0; for(i=2;i<=NF;i++) t+=$i; print b, t, $9; exit}' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 # the cores other work kept busy over the second before a launch: nothing of ours runs then
-other_before() { local a b; a=$(stat); sleep 1; b=$(stat); awk -v a="$a" -v b="$b" -v c="$(nproc)" 'BEGIN{split(a,x," "); split(b,y," "); d=y[2]-x[2]; printf "%.2f", (d > 0 ? (y[1]-x[1])/d*c : 0)}'; }
+other_before() { local a b; a=$(cpustat); sleep 1; b=$(cpustat); awk -v a="$a" -v b="$b" -v c="$(nproc)" 'BEGIN{split(a,x," "); split(b,y," "); d=y[2]-x[2]; printf "%.2f", (d > 0 ? (y[1]-x[1])/d*c : 0)}'; }
 calworld() { echo "$1"; }   # the calibration a mesh of this world predicts with: one of its own number of ranks
 CMDS=()
 declare -A SPECS
@@ -115,10 +115,10 @@ for r in $(seq 1 "$ROUNDS"); do
          --steps "$STEPS" --log-every 1000 --data "$DATA" --machine "$BUILD/machines/prediction-$(calworld "$w")-$c.json" --out "$rec")
     [ "$r" = 1 ] && CMDS+=("${cmd[*]}")
     ob=$(other_before)
-    l0=$(load); s0=$(stat); w0=$(date +%s.%N)
+    l0=$(load); s0=$(cpustat); w0=$(date +%s.%N)
     # the launch's own CPU time (mpirun and its ranks, which it reaps): bash's `time` of the command
     { TIMEFORMAT='%U %S'; time { "${cmd[@]}" > "$T/run-$r-$i.log" 2>&1 || echo "prediction: $m round $r: exit $? ($(tail -1 "$T/run-$r-$i.log"))" >&2; }; } 2> "$T/time-$r-$i"
-    s1=$(stat); w1=$(date +%s.%N)
+    s1=$(cpustat); w1=$(date +%s.%N)
     # the cores other work kept busy while it ran: all busy time less the launch's own, over its wall time; steal apart
     od=$(awk -v a="$s0" -v b="$s1" -v hz="$HZ" -v w0="$w0" -v w1="$w1" -v own="$(tail -1 "$T/time-$r-$i")" 'BEGIN{split(a,x," "); split(b,y," "); split(own,o," ");
          w=w1-w0; v=((y[1]-x[1])/hz - o[1] - o[2])/w; printf "%.2f %.2f", (v > 0 ? v : 0), (y[3]-x[3])/hz/w}')
