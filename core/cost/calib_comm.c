@@ -3,7 +3,8 @@
  * ranks has the same shape), all groups at once as in training, through core/engine/comm itself, so
  * its algorithm choices (reduce-scatter by size), its host staging and its sleep-polling are measured
  * with it. Time of a size = max over ranks of the mean over the iterations (nccl-tests' convention), the
- * median of that over rounds taken one after another across every point. */
+ * median of that over rounds, each across every point, which build/calibrate spreads over the calibration
+ * (between the op table's rounds: calib_run.c). */
 #include "core/cost/calibrate.h"
 #include "core/engine/comm.h"
 #ifdef MESHSWEEP_CUDA
@@ -127,83 +128,136 @@ static void fit(cost_coll *c) {
     c->busbw_gbs = bw > 0 ? bw : 1e-3;
 }
 
-int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *grid, int ngrid, int iters_scale, cost_machine *m,
-                           int verbose, char *err, size_t errlen) {
-    int world, rank, lr = 0, ls = 1;
+/* A calibration's collectives, between cost_calib_coll_begin and cost_calib_coll_end: every (group size, kind,
+ * size) point, warmed up once at the start; then rounds, each over all the points, which the caller may
+ * spread over the calibration (calib_run.c: between the op table's rounds). */
+typedef struct { int gi, kind, started, iters; double S, t[8]; } point;
+enum { MAXG = 16 };
+struct cost_calib_coll {
+    const ops_t *ops;
+    int dev, ng, np, rounds, done, ls;
+    float *a, *b;
+    comm_ctx cc;
+    comm_group g[MAXG], other[MAXG];
+    int gn[MAXG];
+    point *pt;
+};
+
+static void coll_free(cost_calib_coll *s) {
+    if (!s) return;
+    free(s->pt);
+    for (int gi = 0; gi < s->ng; gi++) comm_mpi_groups_free(&s->g[gi], &s->other[gi]);
+    comm_ctx_free(&s->cc);
+    release(s->ops, s->dev, s->a, s->b);
+    free(s);
+}
+
+cost_calib_coll *cost_calib_coll_begin(const ops_t *ops, const cost_workload *w, const double *grid, int ngrid, int iters_scale,
+                                       char *err, size_t errlen) {
+    int world, lr = 0, ls = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     comm_local_rank(&lr, &ls);
     double most = 8;
     for (int i = 0; i < ngrid; i++) most = grid[i] > most ? grid[i] : most;
     for (size_t i = 0; i < w->ncolls; i++) most = w->colls[i].bytes > most ? w->colls[i].bytes : most;
     size_t nf = (size_t)(most / 4) + (size_t)world * 4 + 16;
-    int dev = ops && ops != &ops_cpu;
+    int dev = ops && ops != &ops_cpu, rc = 0;
+    cost_calib_coll *s = calloc(1, sizeof *s);
     float *a = dev ? ops->dev_alloc(nf * sizeof *a) : malloc(nf * sizeof *a);
     float *b = dev ? ops->dev_alloc(nf * sizeof *b) : malloc(nf * sizeof *b);
-    /* the modes: all-reduce, all-gather, reduce-scatter, and the all-gather started and waited for */
-    int nk = 4, maxc = m->ncoll + nk * world + 4, rounds = iters_scale >= 4 ? 5 : 1;
-    cost_coll *cl = realloc(m->coll, (size_t)maxc * sizeof *cl);
-    if (cl) m->coll = cl;   /* a failed realloc leaves the old table in place */
-    if (!a || !b || !cl) {
+    if (!s || !a || !b) {
         release(ops, dev, a, b);
+        free(s);
         snprintf(err, errlen, "out of host memory for %.0f-byte collective buffers", most);
-        return -1;
+        rc = -1;
     }
+    /* every rank returns NULL when one could not start (the others would wait in the rounds) */
+    int all = rc;
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) {
+        if (!rc) { snprintf(err, errlen, "another rank could not allocate the collective buffers"); free(s); release(ops, dev, a, b); }
+        return NULL;
+    }
+    s->ops = ops; s->dev = dev; s->a = a; s->b = b; s->ls = ls;
+    /* the modes: all-reduce, all-gather, reduce-scatter, and the all-gather started and waited for */
+    int nk = 4;
+    s->rounds = iters_scale >= 4 ? 5 : 1;
     if (dev) {
         float *h = malloc(nf * sizeof *h);
-        if (!h) { release(ops, dev, a, b); snprintf(err, errlen, "out of host memory"); return -1; }
-        for (size_t i = 0; i < nf; i++) h[i] = 1.0f;
-        ops->from_host(a, h, nf * sizeof *h);
-        ops->from_host(b, h, nf * sizeof *h);
-        free(h);
+        if (h) {
+            for (size_t i = 0; i < nf; i++) h[i] = 1.0f;
+            ops->from_host(a, h, nf * sizeof *h);
+            ops->from_host(b, h, nf * sizeof *h);
+            free(h);
+        } else {
+            rc = -1;
+            snprintf(err, errlen, "out of host memory");
+        }
     } else {
         for (size_t i = 0; i < nf; i++) a[i] = b[i] = 1.0f;
     }
     int nccl = cost_calib_uses_nccl(ops);
-    comm_ctx cc;   /* the groups' staging and statistics: device buffers staged through ops without NCCL */
-    comm_ctx_init(&cc, dev ? ops : NULL);
+    comm_ctx_init(&s->cc, dev ? ops : NULL);   /* the groups' staging and statistics: device buffers staged through ops without NCCL */
     /* the groups of every size n dividing the world, made once: consecutive groups of n, as the TP group
      * (on NCCL its stream is the critical one) */
-    enum { MAXG = 16 };
-    comm_group g[MAXG], other[MAXG];
-    int gn[MAXG] = {0}, ng = 0, rc = 0;
-    for (int n = 2; n <= world && ng < MAXG && !rc; n++) {
+    for (int n = 2; n <= world && s->ng < MAXG; n++) {
         if (world % n) continue;
-        comm_mpi_groups(&cc, &g[ng], &other[ng], n);
-        gn[ng++] = n;
-        if (nccl && comm_nccl_attach(&g[ng - 1], 1, err, errlen)) rc = -1;
+        comm_mpi_groups(&s->cc, &s->g[s->ng], &s->other[s->ng], n);
+        s->gn[s->ng++] = n;
+        if (!rc && nccl && comm_nccl_attach(&s->g[s->ng - 1], 1, err, errlen)) rc = -1;
     }
-    /* every rank stops when one could not attach (the others would wait in the timed loops) */
+    int cap = s->ng * nk * COST_MAX_POINTS;
+    s->pt = calloc((size_t)(cap ? cap : 1), sizeof *s->pt);
+    if (!rc && !s->pt) { snprintf(err, errlen, "out of host memory"); rc = -1; }
     int mine = rc;
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rc && !mine) snprintf(err, errlen, "another rank could not set up NCCL for the collectives");
-    /* every (group size, kind, size) point, warmed up once; then the rounds, one after another over all
-     * the points, so that a slow spell of a shared machine spoils one round of many points rather than
-     * every round of a few (the median over the rounds drops it) */
-    typedef struct { int gi, kind, started, iters; double S, t[8]; } point;
-    int cap = ng * nk * COST_MAX_POINTS, np = 0;
-    point *pt = rc ? NULL : calloc((size_t)(cap ? cap : 1), sizeof *pt);
-    if (!rc && !pt) { snprintf(err, errlen, "out of host memory"); rc = -1; }
-    for (int gi = 0; gi < ng && !rc; gi++)
+    if (rc) {
+        if (!mine) snprintf(err, errlen, "another rank could not set up the collectives (NCCL or host memory)");
+        coll_free(s);
+        return NULL;
+    }
+    for (int gi = 0; gi < s->ng; gi++)
         for (int mode = 0; mode < nk; mode++) {
             int kind = mode == 3 ? COMM_ALL_GATHER : mode;
             double sz[COST_MAX_POINTS];
-            int ns = sizes_for(w, grid, ngrid, kind, gn[gi], sz, COST_MAX_POINTS);
+            int ns = sizes_for(w, grid, ngrid, kind, s->gn[gi], sz, COST_MAX_POINTS);
             for (int i = 0; i < ns; i++)
-                pt[np++] = (point){gi, kind, mode == 3, iters_of(sz[i], iters_scale), sz[i], {0}};
+                s->pt[s->np++] = (point){gi, kind, mode == 3, iters_of(sz[i], iters_scale), sz[i], {0}};
         }
-    for (int i = 0; i < np; i++) call(&g[pt[i].gi], pt[i].kind, pt[i].started, a, b, (size_t)pt[i].S);
-    for (int r = 0; r < rounds; r++)
-        for (int i = 0; i < np; i++) pt[i].t[r] = time_loop(&g[pt[i].gi], pt[i].kind, pt[i].started, a, b, pt[i].S, pt[i].iters);
-    /* the tables: per group size and mode, the median over the rounds of each size */
-    for (int i = 0; i < np;) {
+    for (int i = 0; i < s->np; i++) call(&s->g[s->pt[i].gi], s->pt[i].kind, s->pt[i].started, a, b, (size_t)s->pt[i].S);
+    return s;
+}
+
+int cost_calib_coll_rounds(const cost_calib_coll *s) { return s ? s->rounds : 0; }
+
+/* one round over every point (nothing once every round is done) */
+void cost_calib_coll_round(cost_calib_coll *s) {
+    if (!s || s->done >= s->rounds) return;
+    for (int i = 0; i < s->np; i++)
+        s->pt[i].t[s->done] = time_loop(&s->g[s->pt[i].gi], s->pt[i].kind, s->pt[i].started, s->a, s->b, s->pt[i].S, s->pt[i].iters);
+    s->done++;
+}
+
+/* the rounds left, then the tables: per group size and mode, the median over the rounds of each size */
+int cost_calib_coll_end(cost_calib_coll *s, cost_machine *m, int verbose, char *err, size_t errlen) {
+    if (!s) return -1;
+    while (s->done < s->rounds) cost_calib_coll_round(s);
+    int rank, rounds = s->rounds;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cost_coll *cl = realloc(m->coll, (size_t)(m->ncoll + s->np + 4) * sizeof *cl);
+    int bad = !cl;
+    if (cl) m->coll = cl;   /* a failed realloc leaves the old table in place */
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (bad) { snprintf(err, errlen, "out of host memory"); coll_free(s); return -1; }
+    point *pt = s->pt;
+    for (int i = 0; i < s->np;) {
         cost_coll *c = &m->coll[m->ncoll];
-        int n = gn[pt[i].gi];
+        int n = s->gn[pt[i].gi], ls = s->ls;
         memset(c, 0, sizeof *c);
         c->kind = pt[i].kind; c->started = pt[i].started; c->ranks = n; c->ranks_per_host = n <= ls ? n : ls; c->host_ranks = ls;
         c->scope = c->ranks_per_host >= n ? COST_SCOPE_INTRA : COST_SCOPE_INTER;
         int j = i;
-        for (; j < np && pt[j].gi == pt[i].gi && pt[j].kind == pt[i].kind && pt[j].started == pt[i].started; j++) {
+        for (; j < s->np && pt[j].gi == pt[i].gi && pt[j].kind == pt[i].kind && pt[j].started == pt[i].started; j++) {
             qsort(pt[j].t, (size_t)rounds, sizeof *pt[j].t, cmp_dbl);
             double us = pt[j].t[rounds / 2];
             c->bytes[c->npts] = pt[j].S;
@@ -216,9 +270,12 @@ int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const doubl
         m->ncoll++;
         i = j;
     }
-    free(pt);
-    for (int gi = 0; gi < ng; gi++) comm_mpi_groups_free(&g[gi], &other[gi]);
-    comm_ctx_free(&cc);
-    release(ops, dev, a, b);
-    return rc;
+    coll_free(s);
+    return 0;
+}
+
+int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *grid, int ngrid, int iters_scale, cost_machine *m,
+                           int verbose, char *err, size_t errlen) {
+    cost_calib_coll *s = cost_calib_coll_begin(ops, w, grid, ngrid, iters_scale, err, errlen);
+    return s ? cost_calib_coll_end(s, m, verbose, err, errlen) : -1;
 }

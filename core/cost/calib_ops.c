@@ -396,6 +396,11 @@ static void derive(cost_machine *m) {
 
 int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
                    cost_machine *m, int verbose) {
+    return cost_calib_ops_between(ops, w, target_ms, samples, together, m, verbose, NULL, NULL);
+}
+
+int cost_calib_ops_between(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
+                           cost_machine *m, int verbose, void (*between)(void *), void *arg) {
     free(m->gemm);
     m->gemm = calloc(w->nops ? w->nops : 1, sizeof *m->gemm);
     m->ngemm = 0;
@@ -407,7 +412,8 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
     double *t = malloc(n * (size_t)samples * sizeof *t);
     long *reps = calloc(n, sizeof *reps);
     if (!t || !reps) { free(t); free(reps); return -1; }
-    for (int r = 0; r < samples; r++)
+    for (int r = 0; r < samples; r++) {
+        if (r && between) between(arg);
         for (size_t i = 0; i < w->nops; i++) {
             cost_event e = w->ops[i];
             cost_op_work((cost_op_kind)e.kind, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);
@@ -420,6 +426,7 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
             }
             t[i * (size_t)samples + (size_t)r] = us;
         }
+    }
     for (size_t i = 0; i < w->nops; i++) {
         cost_event e = w->ops[i];
         cost_op_work((cost_op_kind)e.kind, e.dim, (int)ops->cbytes, &e.flops, &e.bytes);

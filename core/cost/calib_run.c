@@ -105,6 +105,20 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
     return eff > most ? most : eff < 0.05 ? 0.05 : eff;
 }
 
+/* The collectives' rounds spread over npoints points of the calibration: at point p (counting from 0) the
+ * rounds up to ceil(rounds * (p + 1) / npoints) are done (with 5 rounds and 5 points, one at each). */
+typedef struct {
+    cost_calib_coll *s;
+    int point, npoints;
+} coll_spread;
+
+static void coll_point(void *arg) {
+    coll_spread *c = arg;
+    int rounds = cost_calib_coll_rounds(c->s), upto = (rounds * (c->point + 1) + c->npoints - 1) / c->npoints;
+    for (int k = c->point ? (rounds * c->point + c->npoints - 1) / c->npoints : 0; k < upto; k++) cost_calib_coll_round(c->s);
+    c->point++;
+}
+
 /* The sequence factor: whole steps' ops in their order on every rank at once (rank 0's step of every mesh
  * of the workload) against the sum of the table's figures for the same ops, i.e. what a step adds to ops
  * timed one by one: other ops between an op's calls and, with more ranks than cores, other ranks' steps
@@ -112,7 +126,7 @@ static double sharing(const ops_t *ops, int ls, int cores, double target_ms) {
  * sums over all the steps, so it is the machine's, not a mesh's. With more ranks than cores, the same
  * passes on rank 0 alone give how the ranks share the cores (replacing the one GEMM of sharing(): a
  * step's mix of ops shares them as a step does). The replays come in rounds across the steps, spread
- * over the calibration (seq_rounds() before the op table, after it and after the collectives): a prediction
+ * over the calibration (seq_rounds() before the op table, after it and at the end): a prediction
  * of a replayed step is close to its replay, so a slow or fast spell of a few seconds would otherwise set
  * it for the whole file, where the table's medians span the calibration. Every rank calls these. */
 typedef struct {
@@ -320,7 +334,7 @@ int cost_calibrate(const cost_calib_opts *o) {
     }
     cost_calib_idle_barrier();
     MPI_Bcast(&m.peak_tflops, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    /* the step replays' rounds: a third before the op table, the rest after it, a third after the collectives.
+    /* the step replays' rounds: a third before the op table, the rest after it, a third at the end.
      * Only with more ranks than cores, where time slices of other ranks' ops come between a step's ops: with
      * a core per rank the replays measured 7-10 % slower than build/train's own steps of the same ops (2 ranks
      * of the 2-core host, quiet, docs/cost-model.md), so there the factor would only add that bias.
@@ -331,21 +345,37 @@ int cost_calibrate(const cost_calib_opts *o) {
     int seq = !device && (ls > m.cores || (force_seq && !strcmp(force_seq, "1")));
     if (!device && !seq && o->verbose && rank == 0)
         fprintf(stderr, "calibrate: sequence factor 1: %d ranks on %d cores, no time slicing to measure\n", ls, m.cores);
-    if (seq) seq_begin(&q, &w, samples, ls, m.cores);
-    if (seq) seq_rounds(&q, o->ops, &w, third);
-    bad = cost_calib_ops(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0) != 0;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (bad) { free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w); return 1; }
-    m.sequence_factor = 1;
-    if (seq) seq_rounds(&q, o->ops, &w, samples - 2 * third);
+    /* the collectives' rounds, spread over the calibration like the replays: one before the op table, one
+     * between each two of its rounds, one after it and one at the end (coll_point()). Timed one after
+     * another in a few seconds, the rounds caught one speed of this host's 2-rank collectives, which change
+     * from second to second (4 MiB all-reduce at 1.9 and 5.4 ms in two files a minute apart, 2 ranks of the
+     * quiet 2-core host); the median over rounds seconds apart is the host's usual speed. */
     static const double grid[] = {64, 1024, 16384, 65536, 131072, 262144, 1048576, 4194304, 16777216};
     static const double qgrid[] = {64, 4096, 262144};
     int measure_coll = world > 1 && !o->no_collectives;
-    int rc = measure_coll ? cost_calib_collectives(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, &m,
-                                                o->verbose, err, sizeof err)
-                       : 0;
+    cost_calib_coll *cs = NULL;
+    if (measure_coll) {
+        cs = cost_calib_coll_begin(o->ops, &w, o->quick ? qgrid : grid, o->quick ? 3 : 9, o->quick ? 1 : 4, err, sizeof err);
+        if (!cs) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); cost_machine_free(&m); cost_workload_free(&w); return 1; }
+    }
+    coll_spread cp = {cs, 0, samples + 2};
+    if (seq) seq_begin(&q, &w, samples, ls, m.cores);
+    if (seq) seq_rounds(&q, o->ops, &w, third);
+    coll_point(&cp);
+    bad = cost_calib_ops_between(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0, coll_point, &cp) != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (bad) {
+        if (cs) cost_calib_coll_end(cs, &m, 0, err, sizeof err);   /* frees the groups (collective, as every rank is here) */
+        free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w);
+        return 1;
+    }
+    m.sequence_factor = 1;
+    if (seq) seq_rounds(&q, o->ops, &w, samples - 2 * third);
+    coll_point(&cp);
+    if (seq) seq_rounds(&q, o->ops, &w, third);
+    int rc = cs ? cost_calib_coll_end(cs, &m, o->verbose, err, sizeof err) : 0;   /* the last round, then the tables */
     if (rc) { if (rank == 0) fprintf(stderr, "calibrate: %s\n", err); free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w); return 1; }
-    if (seq) { seq_rounds(&q, o->ops, &w, third); seq_end(&q, &w, &m, ls, o->verbose); }
+    if (seq) seq_end(&q, &w, &m, ls, o->verbose);
     if (!measure_coll) {   /* a machine file needs a collective model: a single rank has nothing to measure */
         m.coll = calloc(1, sizeof *m.coll);
         if (m.coll) { m.ncoll = 1; m.coll[0] = (cost_coll){.kind = COMM_ALL_REDUCE, .scope = COST_SCOPE_INTRA, .busbw_gbs = 1}; }

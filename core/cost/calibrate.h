@@ -50,6 +50,10 @@ double cost_calib_together_us(const ops_t *ops, const cost_event *e, double targ
  * the figures), else on the calling rank alone. -1 when an op cannot be measured. */
 int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
                    cost_machine *m, int verbose);
+/* The same with between(arg) called after every round but the last (with together, on every rank: it may
+ * be collective), to spread other measurements over the table's rounds */
+int cost_calib_ops_between(const ops_t *ops, const cost_workload *w, double target_ms, int samples, int together,
+                           cost_machine *m, int verbose, void (*between)(void *), void *arg);
 /* Collectives over MPI_COMM_WORLD (every rank calls it): every kind at every group size n dividing the
  * world (consecutive groups, all at once), at `sizes` bytes and the workload's sizes for that kind and
  * n; entries appended to m->coll (host_ranks: the ranks on this host). Buffers of the backend of ops:
@@ -57,6 +61,16 @@ int cost_calib_ops(const ops_t *ops, const cost_workload *w, double target_ms, i
  * build/train. -1 with a message. */
 int cost_calib_collectives(const ops_t *ops, const cost_workload *w, const double *sizes, int nsizes, int iters_scale, cost_machine *m,
                            int verbose, char *err, size_t errlen);
+/* The same in parts, so that its rounds (iters_scale >= 4: 5, else 1) can be spread over a calibration: _begin
+ * makes the groups and the points and warms each up once (NULL with a message, on every rank, when any rank
+ * failed); _round times the next round of every point; _end times the rounds left, appends the tables (the
+ * median over the rounds of each size) and frees the state (-1 with a message). Every rank calls each. */
+typedef struct cost_calib_coll cost_calib_coll;
+cost_calib_coll *cost_calib_coll_begin(const ops_t *ops, const cost_workload *w, const double *sizes, int nsizes, int iters_scale,
+                                       char *err, size_t errlen);
+int cost_calib_coll_rounds(const cost_calib_coll *s);
+void cost_calib_coll_round(cost_calib_coll *s);
+int cost_calib_coll_end(cost_calib_coll *s, cost_machine *m, int verbose, char *err, size_t errlen);
 /* One pass of a step's ops in order (ev[0..n), COST_EV_OP events; others skipped), each distinct op on its
  * own one set of buffers, in microseconds, timed after a warm-up pass. together: on every rank at once,
  * the slowest rank's time (collective over MPI_COMM_WORLD); else this rank alone. -1 when buffers cannot
