@@ -198,6 +198,31 @@ for cls, xs in summary.items():
         print(f"**Host + model (8 ranks on {cores} cores):** median |error| over the meshes **{100 * statistics.median(meds):.1f} %**; "
               f"{within} of {len(xs)} meshes' median error lies within their own measured spread (there the error is the host's as "
               f"much as the model's); {nl} of {n} launches were loaded.\n")
+# where each mesh's error lies: the prediction's compute and exposed communication against the launch's own
+# split (its collectives' time per step, counted by the engine, and the rest of its median step)
+print("**Where the error lies** (medians over each mesh's launches): the prediction's compute and exposed communication "
+      "against the launch's, where the launch's communication is the time its collectives took per step (the engine's "
+      "count over all its steps, rank 0; waiting for the other rank included) and its compute the rest of its median "
+      "step. On this host the 2-rank collectives run at one of two speeds, about 3x apart, for seconds to minutes at a "
+      "time, whatever else runs (docs/cost-model.md): the communication column is that host state as much as the model.\n")
+print("| mesh | compute ms: predicted / measured | compute error | communication ms: predicted / measured (min–max) | communication error |")
+print("|---|---|---:|---|---:|")
+for m in meshes:
+    mo, w, tp, b, s = m.split(":"); w, tp = int(w), int(tp)
+    rs = [d for _, mm, d, _, _ in launches if mm == m and d and (d.get("summary") or {}).get("predicted_step_ms") and d.get("prediction")]
+    if not rs: continue
+    pc, mc, pk, mk = [], [], [], []
+    for d in rs:
+        sm, pr, cm = d["summary"], d["prediction"], d.get("comm") or {}
+        per = sum(v.get("ms", 0) for v in cm.values() if isinstance(v, dict)) / max(1, sm.get("steps_done") or steps)
+        pc.append(pr.get("compute_ms", 0)); pk.append(pr.get("exposed_comm_ms", 0))
+        mk.append(per); mc.append(sm["step_ms_median"] - per)
+    med = statistics.median
+    ce = med([a / c - 1 for a, c in zip(pc, mc) if c > 0]) if any(c > 0 for c in mc) else None
+    ke = med([a / c - 1 for a, c in zip(pk, mk) if c > 0]) if any(c > 0 for c in mk) else None
+    comm = (f"{med(pk):.2f} / {med(mk):.2f} ({min(mk):.2f}–{max(mk):.2f})" if w > 1 else "– (one rank)")
+    print(f"| {mo} {w // tp}x{tp} B{b} T{s} | {med(pc):.1f} / {med(mc):.1f} | {pct(ce)} | {comm} | {pct(ke) if w > 1 else '–'} |")
+print()
 PY
 {
   cat "$T/page.md"
