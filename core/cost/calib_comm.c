@@ -168,14 +168,15 @@ cost_calib_coll *cost_calib_coll_begin(const ops_t *ops, const cost_workload *w,
     if (!s || !a || !b) {
         release(ops, dev, a, b);
         free(s);
+        s = NULL; a = b = NULL;
         snprintf(err, errlen, "out of host memory for %.0f-byte collective buffers", most);
         rc = -1;
     }
     /* every rank returns NULL when one could not start (the others would wait in the rounds) */
     int all = rc;
     MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all) {
-        if (!rc) { snprintf(err, errlen, "another rank could not allocate the collective buffers"); free(s); release(ops, dev, a, b); }
+    if (all || !s) {
+        if (s) { snprintf(err, errlen, "another rank could not allocate the collective buffers"); free(s); release(ops, dev, a, b); }
         return NULL;
     }
     s->ops = ops; s->dev = dev; s->a = a; s->b = b; s->ls = ls;
@@ -211,7 +212,7 @@ cost_calib_coll *cost_calib_coll_begin(const ops_t *ops, const cost_workload *w,
     if (!rc && !s->pt) { snprintf(err, errlen, "out of host memory"); rc = -1; }
     int mine = rc;
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rc) {
+    if (rc || !s->pt) {
         if (!mine) snprintf(err, errlen, "another rank could not set up the collectives (NCCL or host memory)");
         coll_free(s);
         return NULL;
