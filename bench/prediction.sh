@@ -204,7 +204,7 @@ print("**Where the error lies** (medians over each mesh's launches): the predict
       "against the launch's, where the launch's communication is the time its collectives took per step (the engine's "
       "count over all its steps, rank 0; waiting for the other rank included) and its compute the rest of its median "
       "step. On this host the 2-rank collectives run at one of two speeds, about 3x apart, for seconds to minutes at a "
-      "time, whatever else runs (docs/cost-model.md): the communication column is that host state as much as the model.\n")
+      "time, with nothing else running (results/bench/prediction.md, docs/cost-model.md): the communication column is that host state as much as the model.\n")
 print("| mesh | compute ms: predicted / measured | compute error | communication ms: predicted / measured (min–max) | communication error |")
 print("|---|---|---:|---|---:|")
 for m in meshes:
