@@ -212,6 +212,11 @@ mut '--deterministic off never reaches the CUDA attention' \
     '(void)fold;' \
     'core/*/*.c' \
     't_cuda_engine_emu'
+mut 'calibration: the collectives timed back to back at the end, not spread' \
+    'for \(int k = c->point \? \(rounds \* c->point \+ c->npoints - 1\) / c->npoints : 0; k < upto; k\+\+\) cost_calib_coll_round\(c->s\);' \
+    '(void)upto;' \
+    'core/cost/calib_run.c' \
+    't_cost'
 sel=("$@")
 SCRATCH=$(mktemp -d /tmp/meshsweep-mutate.XXXXXX); trap 'rm -rf "$SCRATCH"' EXIT
 rows=(); bad=0

@@ -135,6 +135,17 @@ if MESHSWEEP_LOADAVG=$T/load9 must cost_calibrate_forced "$CAL" --force --out "$
     && grep -q '^calibrate: wrote .*FORCED on a loaded host' "$T/forced.log" && ok cost_calibrate_forced_recorded \
     || fail cost_calibrate_forced_recorded "$(j "$T/forced.json" '(d["description"], d["sources"].get("calibrated"))')"
 fi
+# ---- the collectives' rounds are spread over the calibration, not timed one after another -------------
+# (a full calibration of 2 ranks, forced so that a busy test machine does not refuse it: ~10 s; the rounds
+# begin over most of it, where back to back they took a sixth of it)
+if must cost_calibrate_full_two_ranks "${MPIRUN[@]}" -np 2 "$CAL" --force --model tiny --tp 2 --seq-len 16 --verbose 1 \
+     --out "$T/full2.json" > "$T/full2.log" 2>&1; then
+  span=$(sed -n 's/^calibrate: collectives: 5 rounds of [0-9]* points, begun over \([0-9.]*\) s$/\1/p' "$T/full2.log")
+  total=$(sed -n 's/^calibrate: wrote .* collective tables, \([0-9]*\) s, .*/\1/p' "$T/full2.log")
+  [ -n "$span" ] && [ -n "$total" ] && awk -v s="$span" -v t="$total" 'BEGIN{exit !(t > 0 && s >= 0.5 * t)}' \
+    && ok cost_calibrate_collective_rounds_spread \
+    || fail cost_calibrate_collective_rounds_spread "rounds begun over '$span' s of '$total' s: $(grep '^calibrate: \(collectives\|wrote\)' "$T/full2.log")"
+fi
 grep -q '$(if $(FORCE),--force)' Makefile && ok cost_make_calibrate_force || fail cost_make_calibrate_force "make calibrate has no FORCE=1"
 
 # ---- a sweep on a host without a machine file calibrates it once, then predicts every mesh -------

@@ -136,6 +136,7 @@ enum { MAXG = 16 };
 struct cost_calib_coll {
     const ops_t *ops;
     int dev, ng, np, rounds, done, ls;
+    double t_first, t_last;   /* when the first and the last round began (ms) */
     float *a, *b;
     comm_ctx cc;
     comm_group g[MAXG], other[MAXG];
@@ -234,6 +235,8 @@ int cost_calib_coll_rounds(const cost_calib_coll *s) { return s ? s->rounds : 0;
 /* one round over every point (nothing once every round is done) */
 void cost_calib_coll_round(cost_calib_coll *s) {
     if (!s || s->done >= s->rounds) return;
+    s->t_last = comm_now_ms();
+    if (!s->done) s->t_first = s->t_last;
     for (int i = 0; i < s->np; i++)
         s->pt[i].t[s->done] = time_loop(&s->g[s->pt[i].gi], s->pt[i].kind, s->pt[i].started, s->a, s->b, s->pt[i].S, s->pt[i].iters);
     s->done++;
@@ -245,6 +248,9 @@ int cost_calib_coll_end(cost_calib_coll *s, cost_machine *m, int verbose, char *
     while (s->done < s->rounds) cost_calib_coll_round(s);
     int rank, rounds = s->rounds;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (verbose && rank == 0)
+        fprintf(stderr, "calibrate: collectives: %d round%s of %d points, begun over %.1f s\n", rounds, rounds == 1 ? "" : "s", s->np,
+                (s->t_last - s->t_first) / 1e3);
     cost_coll *cl = realloc(m->coll, (size_t)(m->ncoll + s->np + 4) * sizeof *cl);
     int bad = !cl;
     if (cl) m->coll = cl;   /* a failed realloc leaves the old table in place */
