@@ -144,7 +144,7 @@ struct cost_calib_coll {
     point *pt;
 };
 
-static void coll_free(cost_calib_coll *s) {
+void cost_calib_coll_free(cost_calib_coll *s) {
     if (!s) return;
     free(s->pt);
     for (int gi = 0; gi < s->ng; gi++) comm_mpi_groups_free(&s->g[gi], &s->other[gi]);
@@ -215,7 +215,7 @@ cost_calib_coll *cost_calib_coll_begin(const ops_t *ops, const cost_workload *w,
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rc || !s->pt) {
         if (!mine) snprintf(err, errlen, "another rank could not set up the collectives (NCCL or host memory)");
-        coll_free(s);
+        cost_calib_coll_free(s);
         return NULL;
     }
     for (int gi = 0; gi < s->ng; gi++)
@@ -255,7 +255,7 @@ int cost_calib_coll_end(cost_calib_coll *s, cost_machine *m, int verbose, char *
     int bad = !cl;
     if (cl) m->coll = cl;   /* a failed realloc leaves the old table in place */
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (bad) { snprintf(err, errlen, "out of host memory"); coll_free(s); return -1; }
+    if (bad) { snprintf(err, errlen, "out of host memory"); cost_calib_coll_free(s); return -1; }
     point *pt = s->pt;
     for (int i = 0; i < s->np;) {
         cost_coll *c = &m->coll[m->ncoll];
@@ -277,7 +277,7 @@ int cost_calib_coll_end(cost_calib_coll *s, cost_machine *m, int verbose, char *
         m->ncoll++;
         i = j;
     }
-    coll_free(s);
+    cost_calib_coll_free(s);
     return 0;
 }
 

@@ -114,8 +114,9 @@ typedef struct {
 
 static void coll_point(void *arg) {
     coll_spread *c = arg;
-    int rounds = cost_calib_coll_rounds(c->s), upto = (rounds * (c->point + 1) + c->npoints - 1) / c->npoints;
-    for (int k = c->point ? (rounds * c->point + c->npoints - 1) / c->npoints : 0; k < upto; k++) cost_calib_coll_round(c->s);
+    int rounds = cost_calib_coll_rounds(c->s), from = (rounds * c->point + c->npoints - 1) / c->npoints,
+        upto = (rounds * (c->point + 1) + c->npoints - 1) / c->npoints;
+    for (int k = from; k < upto; k++) cost_calib_coll_round(c->s);
     c->point++;
 }
 
@@ -365,7 +366,7 @@ int cost_calibrate(const cost_calib_opts *o) {
     bad = cost_calib_ops_between(o->ops, &w, tms, samples, 1, &m, rank == 0 ? o->verbose : 0, coll_point, &cp) != 0;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (bad) {
-        if (cs) cost_calib_coll_end(cs, &m, 0, err, sizeof err);   /* frees the groups (collective, as every rank is here) */
+        cost_calib_coll_free(cs);   /* frees the groups (collective: every rank is here) */
         free(q.tv); free(q.av); cost_machine_free(&m); cost_workload_free(&w);
         return 1;
     }

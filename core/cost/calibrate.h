@@ -71,6 +71,8 @@ cost_calib_coll *cost_calib_coll_begin(const ops_t *ops, const cost_workload *w,
 int cost_calib_coll_rounds(const cost_calib_coll *s);
 void cost_calib_coll_round(cost_calib_coll *s);
 int cost_calib_coll_end(cost_calib_coll *s, cost_machine *m, int verbose, char *err, size_t errlen);
+/* The state freed without the rounds left or the tables (a calibration that stops early; every rank) */
+void cost_calib_coll_free(cost_calib_coll *s);
 /* One pass of a step's ops in order (ev[0..n), COST_EV_OP events; others skipped), each distinct op on its
  * own one set of buffers, in microseconds, timed after a warm-up pass. together: on every rank at once,
  * the slowest rank's time (collective over MPI_COMM_WORLD); else this rank alone. -1 when buffers cannot
